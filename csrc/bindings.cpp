@@ -1,0 +1,185 @@
+// Python bindings: numpy arrays in, numpy arrays out, the GIL released while working.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "paths.h"
+#include "sample.h"
+#include "tcsr.h"
+
+namespace py = pybind11;
+using namespace tbdfs;
+
+namespace {
+
+template <class T>
+using CArray = py::array_t<T, py::array::c_style>;
+
+// Wraps a buffer as a numpy array that owns it: no copy.
+template <class T, class Out = T>
+py::array to_numpy(Buffer<T>&& buf, std::vector<py::ssize_t> shape) {
+  T* p = buf.release();
+  if (!p) return py::array_t<Out>(shape);  // empty: numpy allocates nothing useful
+  py::capsule owner(p, [](void* q) { block_cache::release(q); });
+  return py::array_t<Out>(shape, reinterpret_cast<Out*>(p), owner);
+}
+
+template <class T>
+py::array view(const std::vector<T>& v, py::handle owner) {
+  return py::array_t<T>({static_cast<py::ssize_t>(v.size())}, v.data(), owner);
+}
+
+template <class T>
+void check_1d(const CArray<T>& a, const char* name) {
+  if (a.ndim() != 1)
+    throw InputError(std::string(name) + " must be 1-D, got " + std::to_string(a.ndim()) + "-D");
+}
+
+template <class T>
+std::vector<T> copy_vec(const CArray<T>& a, const char* name) {
+  check_1d(a, name);
+  return std::vector<T>(a.data(), a.data() + a.size());
+}
+
+std::shared_ptr<TCSR> build(const CArray<int64_t>& src, const CArray<int64_t>& dst,
+                            const CArray<double>& ts, int64_t num_nodes, bool directed) {
+  check_1d(src, "src");
+  check_1d(dst, "dst");
+  check_1d(ts, "ts");
+  if (src.size() != dst.size() || src.size() != ts.size())
+    throw InputError("src, dst and ts must have the same length, got " +
+                     std::to_string(src.size()) + ", " + std::to_string(dst.size()) + " and " +
+                     std::to_string(ts.size()));
+  py::gil_scoped_release release;
+  return std::make_shared<TCSR>(
+      build_tcsr(src.data(), dst.data(), ts.data(), src.size(), num_nodes, directed));
+}
+
+std::shared_ptr<TCSR> from_arrays(int64_t num_nodes, int64_t num_edges, bool directed,
+                                  const CArray<int64_t>& indptr, const CArray<int32_t>& nbr,
+                                  const CArray<int32_t>& row, const CArray<double>& ts,
+                                  const CArray<int32_t>& twin, const CArray<int32_t>& src,
+                                  const CArray<int32_t>& dst) {
+  auto g = std::make_shared<TCSR>();
+  g->num_nodes = num_nodes;
+  g->num_edges = num_edges;
+  g->directed = directed;
+  g->indptr = copy_vec(indptr, "indptr");
+  g->nbr = copy_vec(nbr, "nbr");
+  g->row = copy_vec(row, "row");
+  g->ts = copy_vec(ts, "ts");
+  g->twin = copy_vec(twin, "twin");
+  g->src = copy_vec(src, "src");
+  g->dst = copy_vec(dst, "dst");
+  py::gil_scoped_release release;
+  g->validate();
+  return g;
+}
+
+// The edges in input-row order, for converting back to a DGLGraph.
+py::tuple input_edges(const TCSR& g) {
+  const int64_t E = g.num_edges;
+  Buffer<int64_t> src(E), dst(E);
+  Buffer<double> ts(E);
+  {
+    py::gil_scoped_release release;
+    for (int64_t e = 0; e < E; ++e) {
+      src[e] = g.src[e];
+      dst[e] = g.dst[e];
+    }
+    for (size_t j = 0; j < g.row.size(); ++j) ts[g.row[j]] = g.ts[j];
+  }
+  return py::make_tuple(to_numpy(std::move(src), {E}), to_numpy(std::move(dst), {E}),
+                        to_numpy(std::move(ts), {E}));
+}
+
+py::tuple sample(const TCSR& g, const CArray<int64_t>& nodes, const CArray<double>& times,
+                 std::vector<int64_t> fanouts, bool recent, bool replace, bool strict,
+                 uint64_t seed, uint64_t stream, int num_threads, bool with_paths) {
+  check_1d(nodes, "nodes");
+  check_1d(times, "times");
+  if (nodes.size() != times.size())
+    throw InputError("nodes and times must have the same length, got " +
+                     std::to_string(nodes.size()) + " and " + std::to_string(times.size()));
+  SampleOptions opt;
+  opt.fanouts = std::move(fanouts);
+  opt.recent = recent;
+  opt.replace = replace;
+  opt.strict = strict;
+  opt.seed = seed;
+  opt.stream = stream;
+  opt.num_threads = num_threads;
+
+  std::vector<Hop> hops;
+  PathArrays paths;
+  {
+    py::gil_scoped_release release;
+    hops = sample_tree(g, nodes.data(), times.data(), nodes.size(), opt);
+    if (with_paths) paths = explode_paths(hops, opt.fanouts, num_threads);
+  }
+
+  py::list out_hops;
+  for (Hop& h : hops) {
+    const py::ssize_t ns = h.num_src(), ne = h.num_edges();
+    out_hops.append(py::make_tuple(h.num_dst, to_numpy(std::move(h.src_node), {ns}),
+                                   to_numpy(std::move(h.src_ts), {ns}),
+                                   to_numpy(std::move(h.indptr), {h.num_dst + 1}),
+                                   to_numpy(std::move(h.eid), {ne}),
+                                   to_numpy(std::move(h.dt), {ne})));
+  }
+  if (!with_paths) return py::make_tuple(out_hops, py::none());
+  const std::vector<py::ssize_t> shape{paths.num_roots, paths.num_paths, paths.num_hops};
+  py::tuple out_paths = py::make_tuple(
+      to_numpy(std::move(paths.nodes), shape), to_numpy(std::move(paths.eids), shape),
+      to_numpy(std::move(paths.ts), shape), to_numpy<uint8_t, bool>(std::move(paths.mask), shape),
+      to_numpy(std::move(paths.src_index), shape));
+  return py::make_tuple(out_hops, out_paths);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "tbdfs-dgl's C++ temporal sampler (numpy in, numpy out; no torch)";
+
+  py::class_<TCSR, std::shared_ptr<TCSR>>(m, "TCSR")
+      .def_static("build", &build, py::arg("src"), py::arg("dst"), py::arg("ts"),
+                  py::arg("num_nodes"), py::arg("directed") = false)
+      .def_static("from_arrays", &from_arrays, py::arg("num_nodes"), py::arg("num_edges"),
+                  py::arg("directed"), py::arg("indptr"), py::arg("nbr"), py::arg("row"),
+                  py::arg("ts"), py::arg("twin"), py::arg("src"), py::arg("dst"))
+      .def_readonly("num_nodes", &TCSR::num_nodes)
+      .def_readonly("num_edges", &TCSR::num_edges)
+      .def_readonly("directed", &TCSR::directed)
+      .def_property_readonly("nbytes", &TCSR::nbytes)
+      .def("arrays",
+           [](py::object self) {
+             const TCSR& g = self.cast<const TCSR&>();
+             py::dict d;
+             d["indptr"] = view(g.indptr, self);
+             d["nbr"] = view(g.nbr, self);
+             d["row"] = view(g.row, self);
+             d["ts"] = view(g.ts, self);
+             d["twin"] = view(g.twin, self);
+             d["src"] = view(g.src, self);
+             d["dst"] = view(g.dst, self);
+             return d;
+           },
+           "Read-only views of the CSR arrays (they keep the CSR alive).")
+      .def("input_edges", &input_edges, "(src, dst, ts) in input-row order.")
+      .def("validate", [](const TCSR& g) {
+        py::gil_scoped_release release;
+        g.validate();
+      });
+
+  m.def("cached_bytes", &block_cache::cached_bytes,
+        "Bytes of output blocks parked for reuse by later batches.");
+  m.def("sample", &sample, py::arg("csr"), py::arg("nodes"), py::arg("times"),
+        py::arg("fanouts"), py::arg("recent"), py::arg("replace"), py::arg("strict"),
+        py::arg("seed"), py::arg("stream"), py::arg("num_threads"), py::arg("with_paths") = true,
+        "Sample an L-layer temporal tree; returns (hops, paths) as numpy arrays.");
+}

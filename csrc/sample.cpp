@@ -1,0 +1,151 @@
+#include "sample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "parallel.h"
+#include "rng.h"
+
+namespace tbdfs {
+
+namespace {
+
+// Grain below which spawning a thread costs more than it saves.
+constexpr int64_t kMinChunk = 512;
+
+template <class... Args>
+[[noreturn]] void fail(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  throw InputError(os.str());
+}
+
+// Writes the chosen offsets into the eligible prefix (ascending) for one destination into
+// out[0..return value).
+int64_t choose(int64_t eligible, int64_t k, const SampleOptions& opt, InstanceRng&& rng,
+               int64_t* out) {
+  if (eligible == 0) return 0;
+  if (opt.recent) {
+    const int64_t take = std::min(k, eligible);
+    for (int64_t i = 0; i < take; ++i) out[i] = eligible - take + i;
+    return take;
+  }
+  if (opt.replace) {
+    for (int64_t i = 0; i < k; ++i) out[i] = static_cast<int64_t>(rng.below(eligible));
+    std::sort(out, out + k);
+    return k;
+  }
+  if (eligible <= k) {
+    for (int64_t i = 0; i < eligible; ++i) out[i] = i;
+    return eligible;
+  }
+  // Floyd's algorithm: k distinct offsets, every k-subset equally likely.
+  int64_t c = 0;
+  for (int64_t j = eligible - k; j < eligible; ++j) {
+    const int64_t t = static_cast<int64_t>(rng.below(j + 1));
+    bool seen = false;
+    for (int64_t i = 0; i < c; ++i) seen |= (out[i] == t);
+    out[c++] = seen ? j : t;
+  }
+  std::sort(out, out + k);
+  return k;
+}
+
+struct Instances {
+  const int64_t* node;
+  const double* ts;
+  const int64_t* end;
+  int64_t size;
+};
+
+void sample_hop(const TCSR& g, int64_t hop, const Instances& dst, int64_t k, bool last,
+                const SampleOptions& opt, Hop& out) {
+  const int64_t num_dst = dst.size;
+  out.num_dst = num_dst;
+  out.indptr = Buffer<int64_t>(num_dst + 1);
+  Buffer<int64_t> picks(num_dst * k);  // absolute CSR positions of the chosen entries
+  int64_t* counts = out.indptr.data() + 1;
+
+  parallel_for(num_dst, opt.num_threads, kMinChunk, [&](int64_t b, int64_t e) {
+    for (int64_t d = b; d < e; ++d) {
+      const int64_t lo = g.indptr[dst.node[d]];
+      int64_t* mine = picks.data() + d * k;
+      const int64_t c = choose(dst.end[d] - lo, k, opt, InstanceRng(opt.seed, opt.stream, hop, d), mine);
+      for (int64_t i = 0; i < c; ++i) mine[i] += lo;
+      counts[d] = c;
+    }
+  });
+  out.indptr[0] = 0;
+  for (int64_t d = 0; d < num_dst; ++d) out.indptr[d + 1] += out.indptr[d];
+
+  const int64_t m = out.indptr[num_dst], num_src = num_dst + m;
+  out.src_node = Buffer<int64_t>(num_src);
+  out.src_ts = Buffer<double>(num_src);
+  if (!last) out.src_end = Buffer<int64_t>(num_src);
+  out.eid = Buffer<int64_t>(m);
+  out.dt = Buffer<double>(m);
+  std::memcpy(out.src_node.data(), dst.node, num_dst * sizeof(int64_t));
+  std::memcpy(out.src_ts.data(), dst.ts, num_dst * sizeof(double));
+  if (!last) std::memcpy(out.src_end.data(), dst.end, num_dst * sizeof(int64_t));
+
+  parallel_for(num_dst, opt.num_threads, kMinChunk, [&](int64_t b, int64_t e) {
+    for (int64_t d = b; d < e; ++d) {
+      const int64_t first = out.indptr[d], c = out.indptr[d + 1] - first;
+      const int64_t* mine = picks.data() + d * k;
+      const double t = dst.ts[d];
+      for (int64_t i = 0; i < c; ++i) {
+        const int64_t j = mine[i], pos = first + i, s = num_dst + pos;
+        const double te = g.ts[j];
+        out.src_node[s] = g.nbr[j];
+        out.src_ts[s] = te;
+        if (!last) out.src_end[s] = g.child_eligible_end(j, opt.strict);
+        out.eid[pos] = g.row[j];
+        out.dt[pos] = t - te;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void check_sample_inputs(const TCSR& g, const int64_t* root_nodes, const double* root_times,
+                         int64_t num_roots, const SampleOptions& opt) {
+  if (opt.fanouts.empty()) fail("fanouts must name at least one layer");
+  double paths = 1;
+  for (size_t i = 0; i < opt.fanouts.size(); ++i) {
+    if (opt.fanouts[i] < 1) fail("fanouts[", i, "] = ", opt.fanouts[i], " must be >= 1");
+    paths *= static_cast<double>(opt.fanouts[i]);
+  }
+  if (paths * static_cast<double>(num_roots) * opt.fanouts.size() > 4e9)
+    fail("the batch would hold ", paths, " paths per root for ", num_roots,
+         " roots: too many; use smaller fanouts or batches");
+  if (opt.num_threads < 1) fail("num_threads must be >= 1, got ", opt.num_threads);
+  for (int64_t i = 0; i < num_roots; ++i) {
+    if (root_nodes[i] < 0 || root_nodes[i] >= g.num_nodes)
+      fail("nodes[", i, "] = ", root_nodes[i], " is out of range [0, num_nodes=", g.num_nodes, ")");
+    if (!std::isfinite(root_times[i])) fail("times[", i, "] = ", root_times[i], " is not finite");
+  }
+}
+
+std::vector<Hop> sample_tree(const TCSR& g, const int64_t* root_nodes, const double* root_times,
+                             int64_t num_roots, const SampleOptions& opt) {
+  check_sample_inputs(g, root_nodes, root_times, num_roots, opt);
+  const int64_t L = static_cast<int64_t>(opt.fanouts.size());
+  Buffer<int64_t> root_end(num_roots);
+  parallel_for(num_roots, opt.num_threads, kMinChunk, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) root_end[i] = g.eligible_end(root_nodes[i], root_times[i], opt.strict);
+  });
+
+  std::vector<Hop> hops(L);
+  Instances dst{root_nodes, root_times, root_end.data(), num_roots};
+  for (int64_t h = 0; h < L; ++h) {
+    sample_hop(g, h, dst, opt.fanouts[L - 1 - h], h == L - 1, opt, hops[h]);
+    dst = Instances{hops[h].src_node.data(), hops[h].src_ts.data(), hops[h].src_end.data(),
+                    hops[h].num_src()};
+  }
+  return hops;
+}
+
+}  // namespace tbdfs

@@ -1,0 +1,161 @@
+#include "tcsr.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+namespace tbdfs {
+
+namespace {
+
+template <class... Args>
+[[noreturn]] void fail(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  throw InputError(os.str());
+}
+
+// Ties are rare except in coarse-grained data; a short scan beats a search then.
+constexpr int kTieScan = 8;
+
+}  // namespace
+
+int64_t TCSR::eligible_end(int64_t u, double t, bool strict) const {
+  const double* first = ts.data() + indptr[u];
+  const double* last = ts.data() + indptr[u + 1];
+  const double* it = strict ? std::lower_bound(first, last, t) : std::upper_bound(first, last, t);
+  return it - ts.data();
+}
+
+int64_t TCSR::child_eligible_end(int64_t j, bool strict) const {
+  const int64_t v = nbr[j];
+  const double t = ts[j];
+  if (directed) return eligible_end(v, t, strict);
+  const int64_t lo = indptr[v], hi = indptr[v + 1], pos = lo + twin[j];
+  const double* a = ts.data();
+  if (strict) {
+    int64_t p = pos;
+    for (int i = 0; i < kTieScan; ++i, --p)
+      if (p == lo || a[p - 1] < t) return p;
+    return std::lower_bound(a + lo, a + p, t) - a;
+  }
+  int64_t p = pos + 1;
+  for (int i = 0; i < kTieScan; ++i, ++p)
+    if (p == hi || a[p] > t) return p;
+  return std::upper_bound(a + p, a + hi, t) - a;
+}
+
+size_t TCSR::nbytes() const {
+  return indptr.size() * sizeof(int64_t) + (nbr.size() + src.size() + dst.size()) * sizeof(nid_t) +
+         (row.size() + twin.size()) * sizeof(eid_t) + ts.size() * sizeof(double);
+}
+
+void TCSR::validate() const {
+  const size_t E = static_cast<size_t>(num_edges), N = static_cast<size_t>(num_nodes);
+  if (num_nodes < 0 || num_edges < 0 || num_nodes > kMaxId || num_edges > kMaxId)
+    fail("CSR sizes out of range: num_nodes=", num_nodes, ", num_edges=", num_edges);
+  const size_t M = nbr.size();
+  if (src.size() != E || dst.size() != E || indptr.size() != N + 1 || row.size() != M ||
+      ts.size() != M || twin.size() != (directed ? 0 : M))
+    fail("CSR arrays have inconsistent lengths");
+  if (indptr[0] != 0 || static_cast<size_t>(indptr[N]) != M)
+    fail("CSR indptr must start at 0 and end at the number of entries");
+  for (size_t i = 0; i < E; ++i)
+    if (src[i] < 0 || src[i] >= num_nodes || dst[i] < 0 || dst[i] >= num_nodes)
+      fail("CSR endpoint out of range at row ", i);
+  std::vector<uint8_t> seen(E, 0);
+  for (size_t u = 0; u < N; ++u) {
+    if (indptr[u] > indptr[u + 1]) fail("CSR indptr decreases at node ", u);
+    for (int64_t j = indptr[u]; j < indptr[u + 1]; ++j) {
+      const eid_t r = row[j];
+      if (r < 0 || static_cast<size_t>(r) >= E) fail("CSR row out of range at entry ", j);
+      if (!std::isfinite(ts[j])) fail("CSR time at entry ", j, " is not finite");
+      if (j > indptr[u] && (ts[j] < ts[j - 1] || (ts[j] == ts[j - 1] && r <= row[j - 1])))
+        fail("CSR neighbour list of node ", u, " is not sorted by (time, row)");
+      const bool here = directed ? (dst[r] == static_cast<nid_t>(u) && nbr[j] == src[r])
+                                 : ((src[r] == static_cast<nid_t>(u) && nbr[j] == dst[r]) ||
+                                    (dst[r] == static_cast<nid_t>(u) && nbr[j] == src[r]));
+      if (!here) fail("CSR entry ", j, " does not match the endpoints of row ", r);
+      ++seen[r];
+      if (!directed) {
+        const int64_t v = nbr[j], t = indptr[v] + twin[j];
+        if (twin[j] < 0 || t >= indptr[v + 1] || row[t] != r || nbr[t] != static_cast<nid_t>(u))
+          fail("CSR twin of entry ", j, " is wrong");
+      }
+    }
+  }
+  for (size_t i = 0; i < E; ++i) {
+    const int expected = (directed || src[i] == dst[i]) ? 1 : 2;
+    if (seen[i] != expected) fail("CSR holds row ", i, " ", int(seen[i]), " times, expected ", expected);
+  }
+}
+
+TCSR build_tcsr(const int64_t* src, const int64_t* dst, const double* ts, int64_t num_edges,
+                int64_t num_nodes, bool directed) {
+  if (num_edges < 0) fail("num_edges must be >= 0, got ", num_edges);
+  if (num_nodes < 0) fail("num_nodes must be >= 0, got ", num_nodes);
+  if (num_edges > kMaxId) fail("at most ", kMaxId, " edges are supported, got ", num_edges);
+  if (num_nodes > kMaxId) fail("at most ", kMaxId, " nodes are supported, got ", num_nodes);
+  bool sorted = true;
+  for (int64_t i = 0; i < num_edges; ++i) {
+    if (src[i] < 0 || src[i] >= num_nodes)
+      fail("src[", i, "] = ", src[i], " is out of range [0, num_nodes=", num_nodes, ")");
+    if (dst[i] < 0 || dst[i] >= num_nodes)
+      fail("dst[", i, "] = ", dst[i], " is out of range [0, num_nodes=", num_nodes, ")");
+    if (!std::isfinite(ts[i])) fail("ts[", i, "] = ", ts[i], " is not a finite time");
+    sorted &= (i == 0 || ts[i - 1] <= ts[i]);
+  }
+
+  TCSR g;
+  g.num_nodes = num_nodes;
+  g.num_edges = num_edges;
+  g.directed = directed;
+  g.src.assign(src, src + num_edges);
+  g.dst.assign(dst, dst + num_edges);
+
+  // Rows in (time, row) order; scanning them in that order keeps every list sorted.
+  std::vector<eid_t> order;
+  if (!sorted) {
+    order.resize(num_edges);
+    std::iota(order.begin(), order.end(), eid_t{0});
+    std::stable_sort(order.begin(), order.end(), [ts](eid_t a, eid_t b) { return ts[a] < ts[b]; });
+  }
+  auto row_at = [&](int64_t k) -> eid_t { return sorted ? static_cast<eid_t>(k) : order[k]; };
+
+  g.indptr.assign(num_nodes + 1, 0);
+  for (int64_t e = 0; e < num_edges; ++e) {
+    ++g.indptr[dst[e] + 1];
+    if (!directed && src[e] != dst[e]) ++g.indptr[src[e] + 1];
+  }
+  for (int64_t u = 0; u < num_nodes; ++u) g.indptr[u + 1] += g.indptr[u];
+  const int64_t M = g.indptr[num_nodes];
+  g.nbr.resize(M);
+  g.row.resize(M);
+  g.ts.resize(M);
+  if (!directed) g.twin.resize(M);
+
+  std::vector<int64_t> fill(g.indptr.begin(), g.indptr.end() - 1);
+  for (int64_t k = 0; k < num_edges; ++k) {
+    const eid_t r = row_at(k);
+    const nid_t s = static_cast<nid_t>(src[r]), d = static_cast<nid_t>(dst[r]);
+    const int64_t jd = fill[d]++;
+    g.nbr[jd] = s;
+    g.row[jd] = r;
+    g.ts[jd] = ts[r];
+    if (directed) continue;
+    if (s == d) {
+      g.twin[jd] = static_cast<eid_t>(jd - g.indptr[d]);
+      continue;
+    }
+    const int64_t js = fill[s]++;
+    g.nbr[js] = d;
+    g.row[js] = r;
+    g.ts[js] = ts[r];
+    g.twin[jd] = static_cast<eid_t>(js - g.indptr[s]);
+    g.twin[js] = static_cast<eid_t>(jd - g.indptr[d]);
+  }
+  return g;
+}
+
+}  // namespace tbdfs

@@ -1,0 +1,49 @@
+// The time-sorted CSR: every node's temporal neighbours, sorted by (time, edge id).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common.h"
+
+namespace tbdfs {
+
+// Entry j of node u's list is one interaction u saw: the neighbour nbr[j], the input row
+// row[j] and its time ts[j].  Lists are sorted by (time, row), so the edges eligible before
+// a time are a prefix of the list.
+//
+// Undirected graphs also store twin[j]: the position of the same interaction in the
+// neighbour's list, as an offset from that list's start.  A neighbour instance (v, t_e)
+// reached through entry j is then told its own eligible prefix without a search: it ends
+// at v's twin entry, less any entries that tie with t_e.
+struct TCSR {
+  int64_t num_nodes = 0;
+  int64_t num_edges = 0;
+  bool directed = false;
+  std::vector<int64_t> indptr;  // [N + 1]
+  std::vector<nid_t> nbr;       // [M]
+  std::vector<eid_t> row;       // [M]
+  std::vector<double> ts;       // [M]
+  std::vector<eid_t> twin;      // [M] undirected only; empty when directed
+  std::vector<nid_t> src;       // [E] input endpoints, kept to give the edges back
+  std::vector<nid_t> dst;       // [E]
+
+  // End (absolute position) of node u's entries with ts < t (strict) or ts <= t.
+  int64_t eligible_end(int64_t u, double t, bool strict) const;
+
+  // Eligible end of the instance reached through entry j: node nbr[j] at time ts[j].
+  int64_t child_eligible_end(int64_t j, bool strict) const;
+
+  size_t nbytes() const;
+
+  // Checks the invariants of arrays handed in from outside (unpickling, shared memory).
+  void validate() const;
+};
+
+// Builds the CSR from input rows (src[i], dst[i], ts[i]).  Undirected: both endpoints see
+// the edge (a self-loop once).  Directed: a node sees the sources of its in-edges, the
+// direction in which DGL passes messages.  Throws InputError naming the first bad value.
+TCSR build_tcsr(const int64_t* src, const int64_t* dst, const double* ts, int64_t num_edges,
+                int64_t num_nodes, bool directed);
+
+}  // namespace tbdfs

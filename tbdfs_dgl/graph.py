@@ -1,0 +1,220 @@
+"""`TemporalGraph`: timestamped interactions held in the C++ time-sorted CSR."""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from . import _C
+from ._validate import feature_tensor, index_array, time_array
+
+__all__ = ["TemporalGraph"]
+
+
+class TemporalGraph:
+    r"""A graph of timestamped interactions, ready for temporal neighbour sampling.
+
+    Edge ``i`` is input row ``i``: ``(src[i], dst[i], ts[i])``.  Every node's neighbours are
+    kept sorted by (time, edge id) in a compact C++ CSR built in ``O(E log E)`` (linear when
+    the rows are already in time order).
+
+    Parameters
+    ----------
+    src, dst : array-like of int
+        Endpoints of each interaction, ids in ``[0, num_nodes)``.
+    ts : array-like of int or float
+        Time of each interaction; any order.  Kept as float64 (int64 times up to 2**53 are
+        exact); float32 is refused.
+    num_nodes : int, optional
+        Number of nodes; defaults to the largest id + 1.
+    edge_feats : tensor or array ``[E, d_e]``, optional
+        Edge features, row ``i`` for edge ``i``.
+    node_feats : tensor or array ``[N, d_n]``, optional
+        Node features.
+    directed : bool
+        ``False`` (default): both endpoints see each interaction.  ``True``: a node sees only
+        the sources of its in-edges, the direction DGL passes messages in.
+    """
+
+    def __init__(
+        self,
+        src: Any,
+        dst: Any,
+        ts: Any,
+        num_nodes: Optional[int] = None,
+        edge_feats: Any = None,
+        node_feats: Any = None,
+        directed: bool = False,
+    ) -> None:
+        src_a = index_array(src, "src")
+        dst_a = index_array(dst, "dst")
+        ts_a = time_array(ts, "ts")
+        if not (len(src_a) == len(dst_a) == len(ts_a)):
+            raise ValueError(
+                f"src, dst and ts must have the same length, got {len(src_a)}, {len(dst_a)} "
+                f"and {len(ts_a)}"
+            )
+        largest = int(max(src_a.max(), dst_a.max())) if len(src_a) else -1
+        if num_nodes is None:
+            num_nodes = largest + 1
+        elif not isinstance(num_nodes, (int, np.integer)) or isinstance(num_nodes, bool):
+            raise TypeError(f"num_nodes must be an int, got {type(num_nodes).__name__}")
+        elif num_nodes <= largest:
+            raise ValueError(
+                f"num_nodes={num_nodes} is too small: the largest node id is {largest}"
+            )
+        csr = _C.TCSR.build(src_a, dst_a, ts_a, int(num_nodes), bool(directed))
+        self._init(csr, edge_feats, node_feats)
+
+    def _init(self, csr: "_C.TCSR", edge_feats: Any, node_feats: Any) -> None:
+        self._csr = csr
+        self.edge_feats: Optional[torch.Tensor] = feature_tensor(
+            edge_feats, "edge_feats", csr.num_edges)
+        self.node_feats: Optional[torch.Tensor] = feature_tensor(
+            node_feats, "node_feats", csr.num_nodes)
+        self._input_edges: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_pandas(
+        cls,
+        df: Any,
+        src: str = "src",
+        dst: str = "dst",
+        time: str = "ts",
+        edge_feat_cols: Optional[Sequence[str]] = None,
+        num_nodes: Optional[int] = None,
+        node_feats: Any = None,
+        directed: bool = False,
+    ) -> "TemporalGraph":
+        """Build from a DataFrame with one row per interaction.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            The interactions.
+        src, dst, time : str
+            Column names of the endpoints and the time.
+        edge_feat_cols : sequence of str, optional
+            Numeric columns to use as edge features.
+        num_nodes, node_feats, directed
+            As in the constructor.
+        """
+        for col in [src, dst, time, *(edge_feat_cols or [])]:
+            if col not in df.columns:
+                raise KeyError(f"column {col!r} not in the DataFrame (columns: {list(df.columns)})")
+        feats = df[list(edge_feat_cols)].to_numpy(dtype=np.float32) if edge_feat_cols else None
+        return cls(df[src].to_numpy(), df[dst].to_numpy(), df[time].to_numpy(), num_nodes,
+                   feats, node_feats, directed)
+
+    @classmethod
+    def from_dgl(
+        cls,
+        g: Any,
+        time_field: str = "ts",
+        edge_feat_field: Optional[str] = None,
+        node_feat_field: Optional[str] = None,
+        directed: bool = False,
+    ) -> "TemporalGraph":
+        """Build from a homogeneous DGLGraph whose ``edata[time_field]`` holds edge times.
+
+        Edge ``i`` of the result is edge ``i`` of ``g``.
+        """
+        if len(g.ntypes) != 1 or len(g.etypes) != 1:
+            raise ValueError("from_dgl needs a homogeneous graph (one node and one edge type)")
+        if time_field not in g.edata:
+            raise KeyError(f"the graph has no edge field {time_field!r} with edge times "
+                           f"(edge fields: {list(g.edata.keys())})")
+        u, v = g.edges(order="eid")
+        ef = g.edata[edge_feat_field] if edge_feat_field else None
+        nf = g.ndata[node_feat_field] if node_feat_field else None
+        return cls(u, v, g.edata[time_field], g.num_nodes(), ef, nf, directed)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes."""
+        return self._csr.num_nodes
+
+    @property
+    def num_edges(self) -> int:
+        """Number of interactions."""
+        return self._csr.num_edges
+
+    @property
+    def directed(self) -> bool:
+        """Whether only in-edges are seen (see the constructor)."""
+        return self._csr.directed
+
+    @property
+    def csr(self) -> "_C.TCSR":
+        """The C++ CSR (for the sampler)."""
+        return self._csr
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: the CSR's arrays plus feature tensors."""
+        n = self._csr.nbytes
+        for t in (self.edge_feats, self.node_feats):
+            if t is not None:
+                n += t.element_size() * t.nelement()
+        return n
+
+    def edges(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return ``(src, dst, ts)`` in input-row order (int64, int64, float64)."""
+        if self._input_edges is None:
+            self._input_edges = tuple(self._csr.input_edges())
+            for a in self._input_edges:
+                a.flags.writeable = False
+        return self._input_edges
+
+    @property
+    def time_range(self) -> Tuple[float, float]:
+        """Earliest and latest interaction time (``nan`` for an empty graph)."""
+        ts = self.edges()[2]
+        return (float(ts.min()), float(ts.max())) if len(ts) else (float("nan"), float("nan"))
+
+    def to_dgl(self) -> Any:
+        """Return a DGLGraph with the same edges (in input order).
+
+        ``edata['ts']`` holds the times (float64), ``edata['feat']``/``ndata['feat']`` the
+        features when present.  An undirected temporal graph is returned with its input
+        directions; use ``dgl.to_bidirected`` style conversions if you need both.
+        """
+        import dgl
+
+        src, dst, ts = self.edges()
+        g = dgl.graph((torch.from_numpy(src.copy()), torch.from_numpy(dst.copy())),
+                      num_nodes=self.num_nodes)
+        g.edata["ts"] = torch.from_numpy(ts.copy())
+        if self.edge_feats is not None:
+            g.edata["feat"] = self.edge_feats
+        if self.node_feats is not None:
+            g.ndata["feat"] = self.node_feats
+        return g
+
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> Dict[str, Any]:
+        # Pickled as the CSR's own arrays, so workers and ranks skip the rebuild.
+        arrays = {k: np.asarray(v) for k, v in self._csr.arrays().items()}
+        return {
+            "num_nodes": self.num_nodes,
+            "num_edges": self.num_edges,
+            "directed": self.directed,
+            "arrays": arrays,
+            "edge_feats": self.edge_feats,
+            "node_feats": self.node_feats,
+        }
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        csr = _C.TCSR.from_arrays(state["num_nodes"], state["num_edges"], state["directed"],
+                                  **state["arrays"])
+        self._init(csr, state["edge_feats"], state["node_feats"])
+
+    def __repr__(self) -> str:
+        kind = "directed" if self.directed else "undirected"
+        ef = 0 if self.edge_feats is None else self.edge_feats.shape[1]
+        nf = 0 if self.node_feats is None else self.node_feats.shape[1]
+        return (f"TemporalGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, {kind}, "
+                f"edge_feat_dim={ef}, node_feat_dim={nf})")
