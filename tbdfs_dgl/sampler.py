@@ -200,16 +200,31 @@ class TemporalSampler:
                 f"num_threads={self.num_threads})")
 
 
+_iota = torch.arange(1 << 16, dtype=torch.int64)
+_iota_lock = threading.Lock()
+
+
+def iota(begin: int, end: int) -> torch.Tensor:
+    """``arange(begin, end)`` as a view of one shared, growing tensor.
+
+    Blocks need two such ranges per layer.  Building them afresh is a measurable share of
+    a batch, and torch.arange's intra-op threads stall when another process holds a core.
+    """
+    global _iota
+    with _iota_lock:
+        if end > len(_iota):
+            _iota = torch.from_numpy(np.arange(max(end, 2 * len(_iota)), dtype=np.int64))
+        return _iota[begin:end]
+
+
 def make_block(num_dst: int, src_nodes: np.ndarray, src_ts: np.ndarray, indptr: np.ndarray,
                eids: np.ndarray, dt: np.ndarray) -> Any:
     """Turn one sampled layer into a DGL block (destinations first among the sources)."""
     import dgl
 
     num_src, m = len(src_nodes), len(eids)
-    indptr_t = torch.from_numpy(indptr)
     # Neighbour instances are laid out after the destinations, in edge order.
-    indices = torch.arange(num_dst, num_src, dtype=torch.int64)
-    block = dgl.create_block(("csc", (indptr_t, indices, torch.arange(m, dtype=torch.int64))),
+    block = dgl.create_block(("csc", (torch.from_numpy(indptr), iota(num_dst, num_src), iota(0, m))),
                              num_src_nodes=num_src, num_dst_nodes=num_dst)
     nid, ts = torch.from_numpy(src_nodes), torch.from_numpy(src_ts)
     block.srcdata[dgl.NID] = nid

@@ -1,0 +1,255 @@
+"""The in-memory form every reader and generator returns: :class:`TemporalDataset`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+__all__ = ["TemporalDataset", "sort_by_time"]
+
+
+def sort_by_time(ts: np.ndarray) -> Optional[np.ndarray]:
+    """Return the stable permutation that orders ``ts``, or ``None`` if already ordered.
+
+    Stability matters: interactions that share a timestamp (common in e-mail and rating
+    data) keep their file order, so loading the same file twice gives the same edge ids.
+    """
+    if ts.size < 2 or bool(np.all(ts[1:] >= ts[:-1])):
+        return None
+    return np.argsort(ts, kind="stable")
+
+
+def _as_ids(name: str, a: Any) -> np.ndarray:
+    a = np.asarray(a)
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
+    if a.size and a.dtype.kind not in "iu":
+        raise ValueError(f"{name} must hold integer node ids, got dtype {a.dtype}")
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _as_times(a: Any) -> np.ndarray:
+    a = np.asarray(a)
+    if a.ndim != 1:
+        raise ValueError(f"ts must be one-dimensional, got shape {a.shape}")
+    if a.dtype.kind in "iu" or (a.size == 0 and a.dtype.kind != "f"):
+        return np.ascontiguousarray(a, dtype=np.int64)
+    if a.dtype == np.float64:
+        return np.ascontiguousarray(a)
+    if a.dtype.kind == "f":
+        # float32 cannot tell apart Unix seconds less than ~2 minutes apart; refuse rather
+        # than hand the sampler timestamps that already lost their order information.
+        raise ValueError(f"ts must be int64 or float64, got {a.dtype} (too coarse for "
+                         "timestamps); convert the source values to float64 before rounding")
+    raise ValueError(f"ts must be numeric, got dtype {a.dtype}")
+
+
+def _as_features(name: str, a: Any, rows: int, rows_name: str) -> Optional[np.ndarray]:
+    if a is None:
+        return None
+    a = np.asarray(a)
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2 or a.shape[0] != rows:
+        raise ValueError(f"{name} must have shape [{rows_name}={rows}, d], got {a.shape}")
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be numeric, got dtype {a.dtype}")
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if not np.isfinite(a).all():
+        r = int(np.flatnonzero(~np.isfinite(a).all(axis=1))[0])
+        raise ValueError(f"{name} row {r} holds a NaN or infinite value")
+    return a
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class TemporalDataset:
+    """A continuous-time dynamic graph: interactions ``(src, dst, ts)`` in time order.
+
+    Construct it with keywords; the constructor checks every invariant below and coerces
+    dtypes (ids to int64, features to float32), so a dataset that exists is well formed.
+
+    Parameters
+    ----------
+    name : str
+        Short name, e.g. ``"wikipedia"``.
+    src, dst : numpy.ndarray
+        int64 ``[E]`` endpoints of each interaction, in ``[0, num_nodes)``.
+    ts : numpy.ndarray
+        ``[E]`` interaction times, non-decreasing and finite: int64 when the source wrote
+        integer times, float64 otherwise (float32 is refused: it cannot resolve Unix seconds).
+    num_nodes : int
+        Number of nodes ``N``; ids not used by any edge are isolated nodes.
+    edge_feat : numpy.ndarray, optional
+        float32 ``[E, d_e]`` features of each interaction.
+    node_feat : numpy.ndarray, optional
+        float32 ``[N, d_n]`` static node features.
+    labels : numpy.ndarray, optional
+        ``[E]`` per-interaction labels (e.g. the JODIE state label of the source).
+    bipartite : bool
+        Whether every edge goes from a source-side node to a destination-side node.
+    num_src_nodes : int, optional
+        For bipartite data, sources are ids ``[0, num_src_nodes)`` and destinations
+        ``[num_src_nodes, num_nodes)``.  Required when ``bipartite``, ``None`` otherwise.
+    synthetic : bool
+        ``True`` for generated data (never mistake it for a real benchmark).
+    source : str
+        The file the data came from, or a description of how it was generated.
+    original_ids : numpy.ndarray, optional
+        ``[N]`` id (or name) each node had in the source file, when ids were relabelled.
+        For bipartite data each side keeps its own id space, so an id may repeat.
+
+    Raises
+    ------
+    ValueError
+        If any array has the wrong shape or dtype, an id is outside ``[0, num_nodes)``,
+        a time is NaN/infinite or times are not sorted.
+    """
+
+    name: str
+    src: np.ndarray
+    dst: np.ndarray
+    ts: np.ndarray
+    num_nodes: int
+    edge_feat: Optional[np.ndarray] = None
+    node_feat: Optional[np.ndarray] = None
+    labels: Optional[np.ndarray] = None
+    bipartite: bool = False
+    num_src_nodes: Optional[int] = None
+    synthetic: bool = False
+    source: str = ""
+    original_ids: Optional[np.ndarray] = None
+
+    def __post_init__(self) -> None:
+        self.src = _as_ids("src", self.src)
+        self.dst = _as_ids("dst", self.dst)
+        self.ts = _as_times(self.ts)
+        E = self.src.shape[0]
+        if self.dst.shape[0] != E or self.ts.shape[0] != E:
+            raise ValueError(f"src, dst and ts must have equal length, got {E}, "
+                             f"{self.dst.shape[0]} and {self.ts.shape[0]}")
+        if isinstance(self.num_nodes, bool) or int(self.num_nodes) != self.num_nodes \
+                or self.num_nodes < 0:
+            raise ValueError(f"num_nodes must be a non-negative integer, got {self.num_nodes!r}")
+        self.num_nodes = int(self.num_nodes)
+        N = self.num_nodes
+        for nm, a in (("src", self.src), ("dst", self.dst)):
+            if E and (a.min() < 0 or a.max() >= N):
+                bad = int(np.flatnonzero((a < 0) | (a >= N))[0])
+                raise ValueError(f"{nm}[{bad}] = {int(a[bad])} is outside [0, num_nodes={N})")
+        if self.ts.dtype.kind == "f" and E and not np.isfinite(self.ts).all():
+            bad = int(np.flatnonzero(~np.isfinite(self.ts))[0])
+            raise ValueError(f"ts[{bad}] = {self.ts[bad]} is not a finite time")
+        if E > 1:
+            down = np.flatnonzero(self.ts[1:] < self.ts[:-1])
+            if down.size:
+                i = int(down[0])
+                raise ValueError(f"ts must be sorted: ts[{i}] = {self.ts[i]} > ts[{i + 1}] = "
+                                 f"{self.ts[i + 1]} (sort rows stably with sort_by_time)")
+        self.edge_feat = _as_features("edge_feat", self.edge_feat, E, "E")
+        self.node_feat = _as_features("node_feat", self.node_feat, N, "num_nodes")
+        if self.labels is not None:
+            self.labels = np.asarray(self.labels)
+            if self.labels.shape != (E,):
+                raise ValueError(f"labels must have shape [E={E}], got {self.labels.shape}")
+        if self.original_ids is not None:
+            self.original_ids = np.asarray(self.original_ids)
+            if self.original_ids.shape != (N,):
+                raise ValueError(f"original_ids must have shape [num_nodes={N}], "
+                                 f"got {self.original_ids.shape}")
+        self.bipartite = bool(self.bipartite)
+        if self.bipartite:
+            U = self.num_src_nodes
+            if U is None or int(U) != U or not 0 <= U <= N:
+                raise ValueError(f"bipartite data needs num_src_nodes in [0, {N}], got {U!r}")
+            self.num_src_nodes = U = int(U)
+            if E and self.src.max() >= U:
+                bad = int(np.flatnonzero(self.src >= U)[0])
+                raise ValueError(f"bipartite: src[{bad}] = {int(self.src[bad])} is not a source "
+                                 f"id (sources are [0, {U}))")
+            if E and self.dst.min() < U:
+                bad = int(np.flatnonzero(self.dst < U)[0])
+                raise ValueError(f"bipartite: dst[{bad}] = {int(self.dst[bad])} is not a "
+                                 f"destination id (destinations are [{U}, {N}))")
+        elif self.num_src_nodes is not None:
+            raise ValueError("num_src_nodes is only meaningful for bipartite data")
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def num_edges(self) -> int:
+        """Number of interactions ``E``."""
+        return int(self.src.shape[0])
+
+    @property
+    def num_dst_nodes(self) -> Optional[int]:
+        """Destination-side node count of bipartite data, ``None`` otherwise."""
+        return self.num_nodes - self.num_src_nodes if self.bipartite else None
+
+    @property
+    def edge_feat_dim(self) -> int:
+        """Edge feature width ``d_e`` (0 without edge features)."""
+        return 0 if self.edge_feat is None else int(self.edge_feat.shape[1])
+
+    @property
+    def node_feat_dim(self) -> int:
+        """Node feature width ``d_n`` (0 without node features)."""
+        return 0 if self.node_feat is None else int(self.node_feat.shape[1])
+
+    # ------------------------------------------------------------------ conversions
+    def to_graph(self, directed: bool = False):
+        """Build the sampler's :class:`tbdfs_dgl.TemporalGraph` over these interactions.
+
+        Parameters
+        ----------
+        directed : bool
+            If ``False`` (the usual choice for temporal GNNs) each interaction is visible
+            from both endpoints.
+
+        Returns
+        -------
+        tbdfs_dgl.TemporalGraph
+            Edge ids of the graph are the row indices of this dataset.
+        """
+        # Imported here so that reading data needs neither torch nor the compiled sampler.
+        from ..graph import TemporalGraph
+
+        return TemporalGraph(self.src, self.dst, self.ts, num_nodes=self.num_nodes,
+                             edge_feats=self.edge_feat, node_feats=self.node_feat,
+                             directed=directed)
+
+    def summary(self) -> str:
+        """Return a short multi-line human-readable description."""
+        lines = [f"{self.name}{' (synthetic)' if self.synthetic else ''}: "
+                 f"{self.num_nodes:,} nodes, {self.num_edges:,} interactions"]
+        if self.bipartite:
+            lines.append(f"  bipartite: {self.num_src_nodes:,} sources + "
+                         f"{self.num_dst_nodes:,} destinations")
+        if self.num_edges:
+            t0, t1 = self.ts[0], self.ts[-1]
+            span = float(t1) - float(t0)
+            lines.append(f"  time: {t0} .. {t1} ({self.ts.dtype}, span {span:,.6g} = "
+                         f"{span / 86400:,.1f} days if seconds), "
+                         f"{np.unique(self.ts).size:,} distinct")
+            active = np.unique(np.concatenate([self.src, self.dst])).size
+            lines.append(f"  active nodes: {active:,}; self-loops: "
+                         f"{int(np.count_nonzero(self.src == self.dst)):,}")
+        lines.append(f"  edge features: {self.edge_feat_dim}, node features: "
+                     f"{self.node_feat_dim}")
+        if self.labels is not None:
+            vals, counts = np.unique(self.labels, return_counts=True)
+            shown = ", ".join(f"{v}: {c:,}" for v, c in list(zip(vals, counts))[:6])
+            lines.append(f"  labels: {shown}{' ...' if vals.size > 6 else ''}")
+        if self.source:
+            lines.append(f"  source: {self.source}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        parts = [f"name={self.name!r}", f"num_nodes={self.num_nodes}",
+                 f"num_edges={self.num_edges}", f"bipartite={self.bipartite}"]
+        if self.bipartite:
+            parts.append(f"num_src_nodes={self.num_src_nodes}")
+        parts += [f"edge_feat_dim={self.edge_feat_dim}", f"node_feat_dim={self.node_feat_dim}",
+                  f"labels={self.labels is not None}"]
+        if self.synthetic:
+            parts.append("synthetic=True")
+        return f"TemporalDataset({', '.join(parts)})"
