@@ -34,6 +34,14 @@ py::array view(const std::vector<T>& v, py::handle owner) {
   return py::array_t<T>({static_cast<py::ssize_t>(v.size())}, v.data(), owner);
 }
 
+// A strided view of one field of every entry.
+template <class T>
+py::array field_view(const std::vector<Entry>& v, T Entry::*field, py::handle owner) {
+  const T* first = v.empty() ? nullptr : &(v.data()->*field);
+  return py::array_t<T>({static_cast<py::ssize_t>(v.size())},
+                        {static_cast<py::ssize_t>(sizeof(Entry))}, first, owner);
+}
+
 template <class T>
 void check_1d(const CArray<T>& a, const char* name) {
   if (a.ndim() != 1)
@@ -65,17 +73,22 @@ std::shared_ptr<TCSR> from_arrays(int64_t num_nodes, int64_t num_edges, bool dir
                                   const CArray<int32_t>& row, const CArray<double>& ts,
                                   const CArray<int32_t>& twin, const CArray<int32_t>& src,
                                   const CArray<int32_t>& dst) {
+  for (auto* a : {&nbr, &row, &twin, &src, &dst}) check_1d(*a, "CSR array");
+  check_1d(ts, "ts");
+  check_1d(indptr, "indptr");
+  const int64_t M = nbr.size();
+  if (row.size() != M || ts.size() != M || twin.size() != M)
+    throw InputError("CSR entry arrays (nbr, row, ts, twin) must have the same length");
   auto g = std::make_shared<TCSR>();
   g->num_nodes = num_nodes;
   g->num_edges = num_edges;
   g->directed = directed;
   g->indptr = copy_vec(indptr, "indptr");
-  g->nbr = copy_vec(nbr, "nbr");
-  g->row = copy_vec(row, "row");
-  g->ts = copy_vec(ts, "ts");
-  g->twin = copy_vec(twin, "twin");
   g->src = copy_vec(src, "src");
   g->dst = copy_vec(dst, "dst");
+  g->entries.resize(M);
+  for (int64_t j = 0; j < M; ++j)
+    g->entries[j] = Entry{ts.data()[j], nbr.data()[j], row.data()[j], twin.data()[j]};
   py::gil_scoped_release release;
   g->validate();
   return g;
@@ -92,7 +105,7 @@ py::tuple input_edges(const TCSR& g) {
       src[e] = g.src[e];
       dst[e] = g.dst[e];
     }
-    for (size_t j = 0; j < g.row.size(); ++j) ts[g.row[j]] = g.ts[j];
+    for (const Entry& x : g.entries) ts[x.row] = x.ts;
   }
   return py::make_tuple(to_numpy(std::move(src), {E}), to_numpy(std::move(dst), {E}),
                         to_numpy(std::move(ts), {E}));
@@ -161,10 +174,10 @@ PYBIND11_MODULE(_C, m) {
              const TCSR& g = self.cast<const TCSR&>();
              py::dict d;
              d["indptr"] = view(g.indptr, self);
-             d["nbr"] = view(g.nbr, self);
-             d["row"] = view(g.row, self);
-             d["ts"] = view(g.ts, self);
-             d["twin"] = view(g.twin, self);
+             d["nbr"] = field_view(g.entries, &Entry::nbr, self);
+             d["row"] = field_view(g.entries, &Entry::row, self);
+             d["ts"] = field_view(g.entries, &Entry::ts, self);
+             d["twin"] = field_view(g.entries, &Entry::twin, self);
              d["src"] = view(g.src, self);
              d["dst"] = view(g.dst, self);
              return d;

@@ -14,6 +14,7 @@ namespace {
 
 // Grain below which spawning a thread costs more than it saves.
 constexpr int64_t kMinChunk = 512;
+constexpr int64_t kPrefetchAhead = 4;
 
 template <class... Args>
 [[noreturn]] void fail(Args&&... args) {
@@ -92,17 +93,25 @@ void sample_hop(const TCSR& g, int64_t hop, const Instances& dst, int64_t k, boo
 
   parallel_for(num_dst, opt.num_threads, kMinChunk, [&](int64_t b, int64_t e) {
     for (int64_t d = b; d < e; ++d) {
+      // Uniform picks land anywhere in long lists: ask for the entries of a destination a
+      // few steps ahead so their cache misses overlap with this one's work.
+      if (d + kPrefetchAhead < e) {
+        const int64_t ahead = d + kPrefetchAhead;
+        const int64_t n = out.indptr[ahead + 1] - out.indptr[ahead];
+        for (int64_t i = 0; i < n; ++i)
+          __builtin_prefetch(&g.entries[picks[ahead * k + i]], 0, 1);
+      }
       const int64_t first = out.indptr[d], c = out.indptr[d + 1] - first;
       const int64_t* mine = picks.data() + d * k;
       const double t = dst.ts[d];
       for (int64_t i = 0; i < c; ++i) {
         const int64_t j = mine[i], pos = first + i, s = num_dst + pos;
-        const double te = g.ts[j];
-        out.src_node[s] = g.nbr[j];
-        out.src_ts[s] = te;
+        const Entry& x = g.entries[j];
+        out.src_node[s] = x.nbr;
+        out.src_ts[s] = x.ts;
         if (!last) out.src_end[s] = g.child_eligible_end(j, opt.strict);
-        out.eid[pos] = g.row[j];
-        out.dt[pos] = t - te;
+        out.eid[pos] = x.row;
+        out.dt[pos] = t - x.ts;
       }
     }
   });

@@ -19,45 +19,54 @@ template <class... Args>
 // Ties are rare except in coarse-grained data; a short scan beats a search then.
 constexpr int kTieScan = 8;
 
+// First position in [lo, hi) whose time is >= t (strict) or > t (inclusive).
+int64_t search(const Entry* a, int64_t lo, int64_t hi, double t, bool strict) {
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (strict ? a[mid].ts < t : a[mid].ts <= t) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 }  // namespace
 
 int64_t TCSR::eligible_end(int64_t u, double t, bool strict) const {
-  const double* first = ts.data() + indptr[u];
-  const double* last = ts.data() + indptr[u + 1];
-  const double* it = strict ? std::lower_bound(first, last, t) : std::upper_bound(first, last, t);
-  return it - ts.data();
+  return search(entries.data(), indptr[u], indptr[u + 1], t, strict);
 }
 
 int64_t TCSR::child_eligible_end(int64_t j, bool strict) const {
-  const int64_t v = nbr[j];
-  const double t = ts[j];
-  if (directed) return eligible_end(v, t, strict);
-  const int64_t lo = indptr[v], hi = indptr[v + 1], pos = lo + twin[j];
-  const double* a = ts.data();
+  const Entry& e = entries[j];
+  if (directed) return eligible_end(e.nbr, e.ts, strict);
+  const int64_t lo = indptr[e.nbr], hi = indptr[e.nbr + 1], pos = lo + e.twin;
+  const Entry* a = entries.data();
+  const double t = e.ts;
   if (strict) {
     int64_t p = pos;
     for (int i = 0; i < kTieScan; ++i, --p)
-      if (p == lo || a[p - 1] < t) return p;
-    return std::lower_bound(a + lo, a + p, t) - a;
+      if (p == lo || a[p - 1].ts < t) return p;
+    return search(a, lo, p, t, true);
   }
   int64_t p = pos + 1;
   for (int i = 0; i < kTieScan; ++i, ++p)
-    if (p == hi || a[p] > t) return p;
-  return std::upper_bound(a + p, a + hi, t) - a;
+    if (p == hi || a[p].ts > t) return p;
+  return search(a, p, hi, t, false);
 }
 
 size_t TCSR::nbytes() const {
-  return indptr.size() * sizeof(int64_t) + (nbr.size() + src.size() + dst.size()) * sizeof(nid_t) +
-         (row.size() + twin.size()) * sizeof(eid_t) + ts.size() * sizeof(double);
+  return indptr.size() * sizeof(int64_t) + entries.size() * sizeof(Entry) +
+         (src.size() + dst.size()) * sizeof(nid_t);
 }
 
 void TCSR::validate() const {
   const size_t E = static_cast<size_t>(num_edges), N = static_cast<size_t>(num_nodes);
   if (num_nodes < 0 || num_edges < 0 || num_nodes > kMaxId || num_edges > kMaxId)
     fail("CSR sizes out of range: num_nodes=", num_nodes, ", num_edges=", num_edges);
-  const size_t M = nbr.size();
-  if (src.size() != E || dst.size() != E || indptr.size() != N + 1 || row.size() != M ||
-      ts.size() != M || twin.size() != (directed ? 0 : M))
+  const size_t M = entries.size();
+  if (src.size() != E || dst.size() != E || indptr.size() != N + 1)
     fail("CSR arrays have inconsistent lengths");
   if (indptr[0] != 0 || static_cast<size_t>(indptr[N]) != M)
     fail("CSR indptr must start at 0 and end at the number of entries");
@@ -68,19 +77,24 @@ void TCSR::validate() const {
   for (size_t u = 0; u < N; ++u) {
     if (indptr[u] > indptr[u + 1]) fail("CSR indptr decreases at node ", u);
     for (int64_t j = indptr[u]; j < indptr[u + 1]; ++j) {
-      const eid_t r = row[j];
+      const Entry& x = entries[j];
+      const eid_t r = x.row;
       if (r < 0 || static_cast<size_t>(r) >= E) fail("CSR row out of range at entry ", j);
-      if (!std::isfinite(ts[j])) fail("CSR time at entry ", j, " is not finite");
-      if (j > indptr[u] && (ts[j] < ts[j - 1] || (ts[j] == ts[j - 1] && r <= row[j - 1])))
+      if (x.nbr < 0 || x.nbr >= num_nodes) fail("CSR neighbour out of range at entry ", j);
+      if (!std::isfinite(x.ts)) fail("CSR time at entry ", j, " is not finite");
+      if (j > indptr[u] && (x.ts < entries[j - 1].ts ||
+                            (x.ts == entries[j - 1].ts && r <= entries[j - 1].row)))
         fail("CSR neighbour list of node ", u, " is not sorted by (time, row)");
-      const bool here = directed ? (dst[r] == static_cast<nid_t>(u) && nbr[j] == src[r])
-                                 : ((src[r] == static_cast<nid_t>(u) && nbr[j] == dst[r]) ||
-                                    (dst[r] == static_cast<nid_t>(u) && nbr[j] == src[r]));
+      const nid_t me = static_cast<nid_t>(u);
+      const bool here = directed ? (dst[r] == me && x.nbr == src[r])
+                                 : ((src[r] == me && x.nbr == dst[r]) || (dst[r] == me && x.nbr == src[r]));
       if (!here) fail("CSR entry ", j, " does not match the endpoints of row ", r);
       ++seen[r];
-      if (!directed) {
-        const int64_t v = nbr[j], t = indptr[v] + twin[j];
-        if (twin[j] < 0 || t >= indptr[v + 1] || row[t] != r || nbr[t] != static_cast<nid_t>(u))
+      if (directed) {
+        if (x.twin != -1) fail("CSR twin of entry ", j, " must be -1 in a directed graph");
+      } else {
+        const int64_t t = indptr[x.nbr] + x.twin;
+        if (x.twin < 0 || t >= indptr[x.nbr + 1] || entries[t].row != r || entries[t].nbr != me)
           fail("CSR twin of entry ", j, " is wrong");
       }
     }
@@ -130,30 +144,22 @@ TCSR build_tcsr(const int64_t* src, const int64_t* dst, const double* ts, int64_
   }
   for (int64_t u = 0; u < num_nodes; ++u) g.indptr[u + 1] += g.indptr[u];
   const int64_t M = g.indptr[num_nodes];
-  g.nbr.resize(M);
-  g.row.resize(M);
-  g.ts.resize(M);
-  if (!directed) g.twin.resize(M);
+  g.entries.resize(M);
 
   std::vector<int64_t> fill(g.indptr.begin(), g.indptr.end() - 1);
   for (int64_t k = 0; k < num_edges; ++k) {
     const eid_t r = row_at(k);
     const nid_t s = static_cast<nid_t>(src[r]), d = static_cast<nid_t>(dst[r]);
     const int64_t jd = fill[d]++;
-    g.nbr[jd] = s;
-    g.row[jd] = r;
-    g.ts[jd] = ts[r];
+    g.entries[jd] = Entry{ts[r], s, r, -1};
     if (directed) continue;
     if (s == d) {
-      g.twin[jd] = static_cast<eid_t>(jd - g.indptr[d]);
+      g.entries[jd].twin = static_cast<eid_t>(jd - g.indptr[d]);
       continue;
     }
     const int64_t js = fill[s]++;
-    g.nbr[js] = d;
-    g.row[js] = r;
-    g.ts[js] = ts[r];
-    g.twin[jd] = static_cast<eid_t>(js - g.indptr[s]);
-    g.twin[js] = static_cast<eid_t>(jd - g.indptr[d]);
+    g.entries[js] = Entry{ts[r], d, r, static_cast<eid_t>(jd - g.indptr[d])};
+    g.entries[jd].twin = static_cast<eid_t>(js - g.indptr[s]);
   }
   return g;
 }

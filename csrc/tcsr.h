@@ -8,30 +8,39 @@
 
 namespace tbdfs {
 
-// Entry j of node u's list is one interaction u saw: the neighbour nbr[j], the input row
-// row[j] and its time ts[j].  Lists are sorted by (time, row), so the edges eligible before
-// a time are a prefix of the list.
+// Entry j of node u's list is one interaction u saw: its time, the neighbour and the input
+// row.  Lists are sorted by (time, row), so the edges eligible before a time are a prefix
+// of the list.
 //
-// Undirected graphs also store twin[j]: the position of the same interaction in the
+// Undirected graphs also store the twin: the position of the same interaction in the
 // neighbour's list, as an offset from that list's start.  A neighbour instance (v, t_e)
-// reached through entry j is then told its own eligible prefix without a search: it ends
+// reached through an entry is then told its own eligible prefix without a search: it ends
 // at v's twin entry, less any entries that tie with t_e.
+//
+// The fields of an entry are stored together: uniform sampling touches entries at random,
+// and one cache line per entry beats one per field.
+struct Entry {
+  double ts;
+  nid_t nbr;
+  eid_t row;
+  eid_t twin;  // -1 in directed graphs
+  int32_t reserved = 0;
+};
+static_assert(sizeof(Entry) == 24, "Entry must stay packed");
+
 struct TCSR {
   int64_t num_nodes = 0;
   int64_t num_edges = 0;
   bool directed = false;
   std::vector<int64_t> indptr;  // [N + 1]
-  std::vector<nid_t> nbr;       // [M]
-  std::vector<eid_t> row;       // [M]
-  std::vector<double> ts;       // [M]
-  std::vector<eid_t> twin;      // [M] undirected only; empty when directed
+  std::vector<Entry> entries;   // [M]
   std::vector<nid_t> src;       // [E] input endpoints, kept to give the edges back
   std::vector<nid_t> dst;       // [E]
 
   // End (absolute position) of node u's entries with ts < t (strict) or ts <= t.
   int64_t eligible_end(int64_t u, double t, bool strict) const;
 
-  // Eligible end of the instance reached through entry j: node nbr[j] at time ts[j].
+  // Eligible end of the instance reached through entry j: its neighbour at its time.
   int64_t child_eligible_end(int64_t j, bool strict) const;
 
   size_t nbytes() const;
