@@ -3,6 +3,7 @@ __version__ = "0.1.0"
 
 from .batch import PathBatch, TemporalBatch
 from .graph import TemporalGraph
+from .model import TBDFSModel
 from .sampler import TemporalSampler
 
-__all__ = ["PathBatch", "TemporalBatch", "TemporalGraph", "TemporalSampler"]
+__all__ = ["PathBatch", "TemporalBatch", "TemporalGraph", "TemporalSampler", "TBDFSModel"]

@@ -1,0 +1,477 @@
+"""Temporal link prediction: the chronological split, training with early stopping, evaluation.
+
+The protocol is TGAT's (Xu et al., ICLR 2020), which the tBDFS paper follows: a 70/15/15
+split by time; 10% of the nodes first seen after the validation start are held out of
+training entirely so that the inductive metrics are measured on truly unseen nodes; one
+negative per positive; the training sampler sees training interactions only, evaluation
+samplers see every interaction strictly before each query time.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .data.dataset import TemporalDataset
+from .graph import TemporalGraph
+from .metrics import link_prediction_metrics
+from .sampler import TemporalSampler
+
+__all__ = [
+    "ChronologicalSplit",
+    "chronological_split",
+    "NegativeSampler",
+    "TrainConfig",
+    "LinkPredictionTrainer",
+    "save_checkpoint",
+    "load_checkpoint",
+    "check_device",
+]
+
+
+# ---------------------------------------------------------------------------- split
+@dataclass
+class ChronologicalSplit:
+    """Which interactions train, validate and test (boolean masks over the dataset's rows).
+
+    Attributes
+    ----------
+    train, val, test : numpy.ndarray
+        Rows used for training (after removing held-out nodes), validation and test.
+    val_inductive, test_inductive : numpy.ndarray
+        Validation/test rows with at least one endpoint never seen in training.
+    held_out_nodes : numpy.ndarray
+        The nodes removed from training for the inductive evaluation.
+    val_time, test_time : float
+        Split points: validation rows have ``val_time < t <= test_time``.
+    """
+
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+    val_inductive: np.ndarray
+    test_inductive: np.ndarray
+    held_out_nodes: np.ndarray
+    val_time: float
+    test_time: float
+
+    def summary(self) -> str:
+        """One line with the sizes of each part."""
+        return (f"train {int(self.train.sum())} | val {int(self.val.sum())} "
+                f"(inductive {int(self.val_inductive.sum())}) | test {int(self.test.sum())} "
+                f"(inductive {int(self.test_inductive.sum())}) | held-out nodes "
+                f"{len(self.held_out_nodes)}")
+
+
+def chronological_split(data: TemporalDataset, val_ratio: float = 0.15, test_ratio: float = 0.15,
+                        new_node_ratio: float = 0.1, seed: int = 0) -> ChronologicalSplit:
+    """Split interactions by time, holding some late-appearing nodes out of training.
+
+    Parameters
+    ----------
+    data : TemporalDataset
+        Interactions in time order.
+    val_ratio, test_ratio : float
+        Fractions of interactions (by time quantile) for validation and test.
+    new_node_ratio : float
+        Fraction of *all* nodes to hold out, drawn from those that appear in validation or
+        test (TGAT's rule).
+    seed : int
+        Seed for choosing the held-out nodes.
+    """
+    if data.num_edges < 3:
+        raise ValueError(f"{data.name}: a split needs at least 3 interactions, got {data.num_edges}")
+    if not (0 < val_ratio < 1 and 0 < test_ratio < 1 and val_ratio + test_ratio < 1):
+        raise ValueError(f"bad split ratios: val={val_ratio}, test={test_ratio}")
+    ts = data.ts.astype(np.float64)
+    val_time, test_time = np.quantile(ts, [1 - val_ratio - test_ratio, 1 - test_ratio])
+    late = ts > val_time
+    late_nodes = np.union1d(data.src[late], data.dst[late])
+    active = np.union1d(data.src, data.dst)
+    rng = np.random.default_rng(seed)
+    n_hold = min(len(late_nodes), int(new_node_ratio * len(active)))
+    held_out = np.sort(rng.choice(late_nodes, n_hold, replace=False)) if n_hold else late_nodes[:0]
+    is_held = np.zeros(data.num_nodes, bool)
+    is_held[held_out] = True
+    touches_held = is_held[data.src] | is_held[data.dst]
+    train = (ts <= val_time) & ~touches_held
+    seen = np.zeros(data.num_nodes, bool)
+    seen[data.src[train]] = True
+    seen[data.dst[train]] = True
+    new_edge = ~seen[data.src] | ~seen[data.dst]
+    val = (ts > val_time) & (ts <= test_time)
+    test = ts > test_time
+    return ChronologicalSplit(train, val, test, val & new_edge, test & new_edge, held_out,
+                              float(val_time), float(test_time))
+
+
+# ---------------------------------------------------------------------------- negatives
+class NegativeSampler:
+    """Uniform negative destinations: the destination side (bipartite) or all nodes."""
+
+    def __init__(self, data: TemporalDataset) -> None:
+        if data.bipartite:
+            self.low, self.high = int(data.num_src_nodes), int(data.num_nodes)
+        else:
+            self.low, self.high = 0, int(data.num_nodes)
+        if self.high <= self.low:
+            raise ValueError(f"{data.name}: no nodes to draw negatives from")
+
+    def __call__(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Draw ``n`` negative destinations."""
+        return rng.integers(self.low, self.high, n, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------- config
+@dataclass
+class TrainConfig:
+    """Settings of a link-prediction run (the paper's defaults)."""
+
+    epochs: int = 1
+    batch_size: int = 200
+    lr: float = 1e-4
+    patience: int = 5
+    fanouts: Sequence[int] = (10, 10)
+    strategy: str = "recent"
+    num_threads: Optional[int] = None
+    seed: int = 0
+    device: str = "cpu"
+    max_batches: Optional[int] = None  # per epoch and per evaluation, for smoke runs
+    save_dir: Optional[str] = None
+    prefetch: bool = True  # sample the next batch in a thread while the model runs
+    progress: bool = True
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["fanouts"] = list(self.fanouts)
+        return d
+
+
+def check_device(device: str) -> torch.device:
+    """Return ``torch.device(device)`` after checking torch *and* DGL can use it.
+
+    PyPI's dgl 2.1.0 wheels are CPU-only; a CUDA run then fails here with a clear message
+    instead of deep inside the first batch.
+    """
+    try:
+        dev = torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"unsupported device {device!r}; use 'cpu' or 'cuda[:i]'") from err
+    if dev.type == "cpu":
+        return dev
+    if dev.type != "cuda":
+        raise ValueError(f"unsupported device {device!r}; use 'cpu' or 'cuda[:i]'")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"--device {device}: torch sees no CUDA device on this machine")
+    import dgl
+
+    try:
+        dgl.graph(([0], [1])).to(dev)
+    except Exception as err:  # noqa: BLE001 - DGL raises DGLError without CUDA support
+        raise RuntimeError(
+            f"--device {device}: the installed DGL ({dgl.__version__}) was built without CUDA "
+            "(PyPI's dgl wheels are CPU-only). Install a CUDA build of DGL from the DGL wheel "
+            "index matching your torch and CUDA versions, or use --device cpu."
+        ) from err
+    return dev
+
+
+# ---------------------------------------------------------------------------- checkpoints
+def save_checkpoint(path: str, model: torch.nn.Module, model_kwargs: Dict[str, Any],
+                    extra: Optional[Dict[str, Any]] = None) -> None:
+    """Write ``model`` with the arguments that rebuild it, atomically (tmp file + rename)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    payload = {"model_kwargs": model_kwargs,
+               "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+               "extra": extra or {}}
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ckpt-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(payload, f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Module, Dict[str, Any]]:
+    """Rebuild a :class:`~tbdfs_dgl.TBDFSModel` saved by :func:`save_checkpoint`.
+
+    Returns
+    -------
+    (model, extra)
+        The model with its weights loaded, and the extra information saved with it.
+    """
+    from .model import TBDFSModel
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    payload = torch.load(path, map_location=map_location)
+    model = TBDFSModel(**payload["model_kwargs"])
+    model.load_state_dict(payload["state_dict"])
+    return model, payload.get("extra", {})
+
+
+# ---------------------------------------------------------------------------- trainer
+@dataclass
+class EpochStats:
+    epoch: int
+    loss: float
+    val: Dict[str, Dict[str, float]]
+    seconds: float
+    sample_seconds: float
+    model_seconds: float
+    eval_seconds: float
+    batches: int
+
+
+@dataclass
+class TrainResult:
+    """What :meth:`LinkPredictionTrainer.fit` returns."""
+
+    history: List[EpochStats] = field(default_factory=list)
+    best_epoch: int = -1
+    best_val_ap: float = float("-inf")
+    test: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    val: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    peak_rss_mb: float = 0.0
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def _peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class LinkPredictionTrainer:
+    """Trains and evaluates a tBDFS model for temporal link prediction.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A :class:`~tbdfs_dgl.TBDFSModel` (anything with ``forward(batch, node_feats,
+        edge_feats)`` and ``score(src, dst)``).
+    data : TemporalDataset
+        The interactions.
+    config : TrainConfig
+        Run settings.
+    split : ChronologicalSplit, optional
+        Default: :func:`chronological_split` with ``config.seed``.
+    model_kwargs : dict, optional
+        Constructor arguments of ``model``, stored in checkpoints.
+    log : callable
+        Where the per-epoch summary lines go.
+    """
+
+    def __init__(self, model: torch.nn.Module, data: TemporalDataset, config: TrainConfig,
+                 split: Optional[ChronologicalSplit] = None,
+                 model_kwargs: Optional[Dict[str, Any]] = None,
+                 log: Callable[[str], None] = print) -> None:
+        self.config = config
+        self.device = check_device(config.device)
+        self.model = model.to(self.device)
+        self.data = data
+        self.split = split or chronological_split(data, seed=config.seed)
+        self.model_kwargs = model_kwargs or {}
+        self.log = log
+        self.negatives = NegativeSampler(data)
+        time_rule = getattr(model, "time_rule", "strict")
+        threads = config.num_threads
+        if threads is None and config.prefetch:
+            threads = 1  # the model's own threads run beside the prefetching sampler
+        edge_feat = None if data.edge_feat is None else torch.from_numpy(data.edge_feat)
+        node_feat = None if data.node_feat is None else torch.from_numpy(data.node_feat)
+        full = TemporalGraph(data.src, data.dst, data.ts, num_nodes=data.num_nodes)
+        tr = self.split.train
+        train_graph = TemporalGraph(data.src[tr], data.dst[tr], data.ts[tr], num_nodes=data.num_nodes)
+        # The training graph renumbers edges; map its edge ids back to dataset rows.
+        self._train_rows = torch.from_numpy(np.flatnonzero(tr))
+        kw = dict(fanouts=list(config.fanouts), strategy=config.strategy, time_rule=time_rule,
+                  seed=config.seed, num_threads=threads)
+        self.train_sampler = TemporalSampler(train_graph, **kw)
+        self.eval_sampler = TemporalSampler(full, **kw)
+        self.edge_feats = None if edge_feat is None else edge_feat.to(self.device)
+        self.node_feats = None if node_feat is None else node_feat.to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)
+        self._pool = ThreadPoolExecutor(1) if config.prefetch else None
+
+    # ------------------------------------------------------------------ batches
+    def _batches(self, rows: np.ndarray, rng: np.random.Generator) -> List[Tuple[np.ndarray, ...]]:
+        """Chronological batches of (src, dst, neg, ts) for the given dataset rows."""
+        bs = self.config.batch_size
+        out = []
+        for lo in range(0, len(rows), bs):
+            r = rows[lo:lo + bs]
+            out.append((self.data.src[r], self.data.dst[r], self.negatives(len(r), rng),
+                        self.data.ts[r].astype(np.float64), r))
+            if self.config.max_batches and len(out) >= self.config.max_batches:
+                break
+        return out
+
+    def _sample(self, sampler: TemporalSampler, item: Tuple[np.ndarray, ...], batch_id: int,
+                remap_eids: bool) -> Tuple[Any, float]:
+        t0 = time.perf_counter()
+        src, dst, neg, ts, _ = item
+        nodes = np.concatenate([src, dst, neg])
+        times = np.concatenate([ts, ts, ts])
+        batch = sampler.sample(nodes, times, batch_id=batch_id)
+        if remap_eids:
+            self._remap_train_eids(batch)
+        batch = batch.to(self.device)
+        return batch, time.perf_counter() - t0
+
+    def _remap_train_eids(self, batch: Any) -> None:
+        import dgl
+
+        for blk in batch.blocks:
+            blk.edata[dgl.EID] = self._train_rows[blk.edata[dgl.EID]]
+        e = batch.paths.eids
+        batch.paths.eids = torch.where(e >= 0, self._train_rows[e.clamp(min=0)], e)
+
+    def _iterate(self, sampler: TemporalSampler, items: List[Tuple[np.ndarray, ...]],
+                 first_id: int, remap: bool) -> Iterator[Tuple[Tuple[np.ndarray, ...], Any, float]]:
+        """Yield (item, batch, sample seconds), sampling one batch ahead when prefetching."""
+        if not items:
+            return
+        if self._pool is None:
+            for i, item in enumerate(items):
+                batch, secs = self._sample(sampler, item, first_id + i, remap)
+                yield item, batch, secs
+            return
+        future = self._pool.submit(self._sample, sampler, items[0], first_id, remap)
+        for i, item in enumerate(items):
+            batch, secs = future.result()
+            if i + 1 < len(items):
+                future = self._pool.submit(self._sample, sampler, items[i + 1], first_id + i + 1, remap)
+            yield item, batch, secs
+
+    def _embed(self, batch: Any, n: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        h = self.model(batch, self.node_feats, self.edge_feats)
+        h_src, h_dst, h_neg = h[:n], h[n:2 * n], h[2 * n:]
+        return self.model.score(h_src, h_dst), self.model.score(h_src, h_neg)
+
+    # ------------------------------------------------------------------ training
+    def train_epoch(self, epoch: int) -> Tuple[float, float, float, int]:
+        """One pass over the training interactions; returns (loss, sample s, model s, batches)."""
+        self.model.train()
+        rng = np.random.default_rng([self.config.seed, epoch, 1])
+        items = self._batches(np.flatnonzero(self.split.train), rng)
+        bar = _progress(len(items), f"epoch {epoch}", self.config.progress)
+        total, sample_s, model_s = 0.0, 0.0, 0.0
+        for i, (item, batch, secs) in enumerate(
+                self._iterate(self.train_sampler, items, epoch * 1_000_000, remap=True)):
+            sample_s += secs
+            t0 = time.perf_counter()
+            pos, neg = self._embed(batch, len(item[0]))
+            loss = F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos)) + \
+                F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg))
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            model_s += time.perf_counter() - t0
+            total += float(loss)
+            bar.update(1)
+            bar.set_postfix(loss=f"{total / (i + 1):.4f}")
+        bar.close()
+        return total / max(1, len(items)), sample_s, model_s, len(items)
+
+    @torch.no_grad()
+    def evaluate(self, part: str) -> Dict[str, Dict[str, float]]:
+        """Transductive and inductive metrics of ``part`` ('val' or 'test') on fixed negatives."""
+        if part not in ("val", "test"):
+            raise ValueError(f"part must be 'val' or 'test', got {part!r}")
+        self.model.eval()
+        rows = np.flatnonzero(getattr(self.split, part))
+        rng = np.random.default_rng([self.config.seed, 0 if part == "val" else 1, 2])
+        items = self._batches(rows, rng)
+        pos_all, neg_all, row_all = [], [], []
+        base = 2_000_000_000 if part == "val" else 3_000_000_000
+        for item, batch, _ in self._iterate(self.eval_sampler, items, base, remap=False):
+            pos, neg = self._embed(batch, len(item[0]))
+            pos_all.append(pos.float().cpu().numpy())
+            neg_all.append(neg.float().cpu().numpy())
+            row_all.append(item[4])
+        if not items:
+            empty = np.zeros(0)
+            return {"transductive": link_prediction_metrics(empty, empty),
+                    "inductive": link_prediction_metrics(empty, empty)}
+        pos, neg, r = np.concatenate(pos_all), np.concatenate(neg_all), np.concatenate(row_all)
+        new = getattr(self.split, f"{part}_inductive")[r]
+        return {"transductive": link_prediction_metrics(pos, neg),
+                "inductive": link_prediction_metrics(pos[new], neg[new])}
+
+    def fit(self) -> TrainResult:
+        """Train with early stopping on validation AP; restore the best weights; test."""
+        cfg = self.config
+        result = TrainResult()
+        best_state = None
+        waited = 0
+        self.log(f"split: {self.split.summary()}")
+        for epoch in range(cfg.epochs):
+            t0 = time.perf_counter()
+            loss, sample_s, model_s, n = self.train_epoch(epoch)
+            t1 = time.perf_counter()
+            val = self.evaluate("val")
+            t2 = time.perf_counter()
+            stats = EpochStats(epoch, loss, val, t1 - t0, sample_s, model_s, t2 - t1, n)
+            result.history.append(stats)
+            ap = val["transductive"]["ap"]
+            self.log(f"epoch {epoch} | loss {loss:.4f} | val AP {ap:.4f} AUC "
+                     f"{val['transductive']['auc']:.4f} | inductive AP {val['inductive']['ap']:.4f} "
+                     f"| train {t1 - t0:.1f}s (sampling {sample_s:.1f}s, model {model_s:.1f}s) "
+                     f"| eval {t2 - t1:.1f}s")
+            if ap > result.best_val_ap or best_state is None:
+                result.best_val_ap, result.best_epoch, waited = ap, epoch, 0
+                best_state = copy.deepcopy({k: v.detach().cpu() for k, v in self.model.state_dict().items()})
+                if cfg.save_dir:
+                    save_checkpoint(os.path.join(cfg.save_dir, "best.pt"), self.model,
+                                    self.model_kwargs, {"epoch": epoch, "val": val,
+                                                        "config": cfg.to_dict()})
+            else:
+                waited += 1
+                if waited >= cfg.patience:
+                    self.log(f"early stop: no better validation AP for {cfg.patience} epochs")
+                    break
+        if best_state is not None:
+            self.model.load_state_dict(best_state)
+        result.val = self.evaluate("val")
+        result.test = self.evaluate("test")
+        result.peak_rss_mb = _peak_rss_mb()
+        return result
+
+    def close(self) -> None:
+        """Stop the prefetching thread."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def _progress(total: int, desc: str, enabled: bool) -> Any:
+    """A tqdm bar when enabled (and tqdm is installed), else a no-op with the same calls."""
+    if enabled:
+        try:
+            from tqdm.auto import tqdm
+
+            return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+        except ImportError:
+            pass
+
+    class _Null:
+        def update(self, n: int = 1) -> None: ...
+        def set_postfix(self, **kwargs: Any) -> None: ...
+        def close(self) -> None: ...
+
+    return _Null()

@@ -1,0 +1,347 @@
+"""The tBDFS model: a TGAT (BFS) stack blended with a temporal-path (DFS) branch."""
+from __future__ import annotations
+
+import numbers
+from typing import TYPE_CHECKING, List, Optional, Tuple, Union
+
+import dgl
+import torch
+from torch import nn
+
+from .nn import PathAggregator, PathEncoder, TemporalAttentionConv, TimeEncoder
+
+if TYPE_CHECKING:
+    from .batch import TemporalBatch
+
+__all__ = ["TBDFSModel"]
+
+PATH_INPUTS = ("raw", "bfs")
+AGG_MODES = ("attn", "mean")
+
+
+def _check_dim(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+class TBDFSModel(nn.Module):
+    r"""tBDFS (Singer et al., AAAI 2022): temporal embeddings from BFS and DFS aggregation.
+
+    .. math::
+        h_i(t) = \alpha\, h^{BFS}_i(t) + (1 - \alpha)\, h^{DFS}_i(t)
+
+    :math:`h^{BFS}` is an ``num_layers``-layer TGAT stack
+    (:class:`~tbdfs_dgl.nn.TemporalAttentionConv`) over the sampled blocks;
+    :math:`h^{DFS}` encodes every root-to-leaf temporal path
+    (:class:`~tbdfs_dgl.nn.PathEncoder`) and attends over them with :math:`h^{BFS}` as the
+    query (:class:`~tbdfs_dgl.nn.PathAggregator`).
+
+    Parameters
+    ----------
+    node_dim : int
+        Width of the node features (``0``: featureless).
+    edge_dim : int
+        Width of the edge (interaction) features (``0``: featureless).
+    time_dim : int
+        Width of the time encoding (even).
+    hidden_dim : int
+        Model width: every embedding, whatever the input widths; a multiple of
+        ``num_heads``.  Node inputs are projected to it first (zeros when there are none, as
+        in TGAT); edge features enter the attention maps directly.
+    num_layers : int, optional
+        BFS layers ``L``; batches must have ``L`` blocks and ``L``-hop paths.  Default: 2.
+    num_heads : int, optional
+        Attention heads everywhere.  Default: 2.
+    dropout : float, optional
+        Dropout on attention weights and merge layers.  Default: 0.1.
+    alpha : float in [0, 1] or 'learn', optional
+        BFS weight.  ``1`` is exactly TGAT (the DFS modules are not even built); ``0`` is
+        DFS only (the BFS stack still gives the query); ``'learn'`` blends with a per-root
+        gate :math:`\sigma(w^\top [h^{BFS} \| h^{DFS}] + b)`.  Default: 0.5.
+    path_agg : {'attn', 'mean'}, optional
+        Aggregation along a path (``'mean'``: the paper's path-average ablation).
+    paths_agg : {'attn', 'mean'}, optional
+        Aggregation over a root's paths.
+    path_inputs : {'raw', 'bfs'}, optional
+        Node inputs of the path branch.  ``'raw'`` (the paper): the input embedding
+        :math:`h^{(0)}` for every path node and for the root (query).  ``'bfs'`` (the
+        official code): hop ``h`` (``1..L``, an instance sampled as a source of
+        ``blocks[L-h]``) feeds its layer-``(L-h)`` BFS embedding :math:`h^{(L-h)}` (the
+        output of BFS layer ``L-h-1`` for that instance; :math:`h^{(0)}` for the leaves) and
+        the root feeds :math:`h^{(L-1)}`, its embedding before the last BFS layer.
+    use_time : bool, optional
+        ``False`` zeroes the time encoding (the paper's "−time" ablation; sample with
+        ``time_rule='inclusive'`` then, see :attr:`time_rule`).
+    num_nodes : int, optional
+        Number of nodes; required when ``node_embedding_dim > 0``.
+    node_embedding_dim : int, optional
+        If ``> 0``, a learnable ``nn.Embedding(num_nodes, node_embedding_dim)`` is
+        concatenated to the node features (transductive).  Default: 0.
+    """
+
+    def __init__(
+        self,
+        node_dim: int,
+        edge_dim: int,
+        time_dim: int,
+        hidden_dim: int,
+        num_layers: int = 2,
+        num_heads: int = 2,
+        dropout: float = 0.1,
+        alpha: Union[float, str] = 0.5,
+        path_agg: str = "attn",
+        paths_agg: str = "attn",
+        path_inputs: str = "raw",
+        use_time: bool = True,
+        num_nodes: Optional[int] = None,
+        node_embedding_dim: int = 0,
+    ) -> None:
+        super().__init__()
+        _check_dim("node_dim", node_dim, 0)
+        _check_dim("edge_dim", edge_dim, 0)
+        _check_dim("time_dim", time_dim, 2)
+        if time_dim % 2:
+            raise ValueError(f"time_dim must be even (cos/sin pairs), got {time_dim}")
+        _check_dim("hidden_dim", hidden_dim, 1)
+        _check_dim("num_layers", num_layers, 1)
+        _check_dim("num_heads", num_heads, 1)
+        if hidden_dim % num_heads:
+            raise ValueError(f"hidden_dim ({hidden_dim}) must be a multiple of num_heads "
+                             f"({num_heads})")
+        if not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        if isinstance(alpha, str):
+            if alpha != "learn":
+                raise ValueError(f"alpha must be a number in [0, 1] or 'learn', got {alpha!r}")
+        elif (isinstance(alpha, bool) or not isinstance(alpha, numbers.Real)
+              or not 0.0 <= float(alpha) <= 1.0):
+            raise ValueError(f"alpha must be a number in [0, 1] or 'learn', got {alpha!r}")
+        if path_agg not in AGG_MODES:
+            raise ValueError(f"path_agg must be one of {AGG_MODES}, got {path_agg!r}")
+        if paths_agg not in AGG_MODES:
+            raise ValueError(f"paths_agg must be one of {AGG_MODES}, got {paths_agg!r}")
+        if path_inputs not in PATH_INPUTS:
+            raise ValueError(f"path_inputs must be one of {PATH_INPUTS}, got {path_inputs!r}")
+        _check_dim("node_embedding_dim", node_embedding_dim, 0)
+        if node_embedding_dim > 0:
+            if num_nodes is None:
+                raise ValueError("node_embedding_dim > 0 needs num_nodes")
+            _check_dim("num_nodes", num_nodes, 1)
+
+        self.node_dim = int(node_dim)
+        self.edge_dim = int(edge_dim)
+        self.time_dim = int(time_dim)
+        self.hidden_dim = int(hidden_dim)
+        self.num_layers = int(num_layers)
+        self.num_heads = int(num_heads)
+        self.alpha = alpha if isinstance(alpha, str) else float(alpha)
+        self.path_agg = path_agg
+        self.paths_agg = paths_agg
+        self.path_inputs = path_inputs
+        self.use_time = bool(use_time)
+        self.num_nodes = num_nodes
+        self.node_embedding_dim = int(node_embedding_dim)
+
+        self.time_encoder = TimeEncoder(time_dim, use_time=use_time)
+        self.node_embedding = (nn.Embedding(num_nodes, node_embedding_dim)
+                               if node_embedding_dim > 0 else None)
+        node_in = node_dim + node_embedding_dim
+        # Featureless graphs use h^(0) = 0 (as TGAT) instead of a projection of nothing.
+        self.node_proj = nn.Linear(node_in, hidden_dim) if node_in > 0 else None
+        self.layers = nn.ModuleList(
+            TemporalAttentionConv(hidden_dim, hidden_dim, num_heads, edge_feats=edge_dim,
+                                  feat_drop=dropout, attn_drop=dropout,
+                                  time_encoder=self.time_encoder)
+            for _ in range(num_layers))
+        if self.uses_dfs:
+            self.path_encoder = PathEncoder(hidden_dim, hidden_dim, num_heads,
+                                            edge_feats=edge_dim, path_agg=path_agg,
+                                            feat_drop=dropout, attn_drop=dropout,
+                                            time_encoder=self.time_encoder)
+            self.path_aggregator = PathAggregator(hidden_dim, hidden_dim, num_heads,
+                                                  paths_agg=paths_agg, attn_drop=dropout)
+        else:
+            # alpha == 1 is TGAT: no DFS parameters, no DFS work.
+            self.register_module("path_encoder", None)
+            self.register_module("path_aggregator", None)
+        self.gate = nn.Linear(2 * hidden_dim, 1) if alpha == "learn" else None
+        # Link scorer FFN(h_i ‖ h_j), TGAT's affinity MergeLayer.
+        self.score_fc1 = nn.Linear(2 * hidden_dim, hidden_dim)
+        self.score_fc2 = nn.Linear(hidden_dim, 1)
+        self.reset_parameters()
+
+    @property
+    def uses_dfs(self) -> bool:
+        """Whether the DFS (path) branch exists, i.e. ``alpha != 1``."""
+        return isinstance(self.alpha, str) or self.alpha != 1.0
+
+    @property
+    def time_rule(self) -> str:
+        """Sampler time rule this model is meant for (``TemporalSampler(time_rule=...)``).
+
+        ``'strict'`` (edges with :math:`t_e < t`) normally; ``'inclusive'``
+        (:math:`t_e \\le t`) with ``use_time=False``, the paper's "−time" ablation.
+        """
+        return "strict" if self.use_time else "inclusive"
+
+    def reset_parameters(self) -> None:
+        """Reinitialise every learnable parameter."""
+        self.time_encoder.reset_parameters()
+        if self.node_embedding is not None:
+            nn.init.normal_(self.node_embedding.weight, std=0.1)
+        lins = [self.node_proj, self.gate, self.score_fc1, self.score_fc2]
+        for lin in lins:
+            if lin is not None:
+                nn.init.xavier_normal_(lin.weight)
+                nn.init.zeros_(lin.bias)
+        for mod in [*self.layers, self.path_encoder, self.path_aggregator]:
+            if mod is not None:
+                mod.reset_parameters()
+
+    # ------------------------------------------------------------------ inputs
+    def _node_inputs(self, nids: torch.Tensor, node_feats: Optional[torch.Tensor]
+                     ) -> torch.Tensor:
+        """``h^(0)``: projected node features (+ embedding) of the instances ``nids``."""
+        device = nids.device
+        parts = []
+        if self.node_dim:
+            if node_feats is None:
+                raise ValueError(f"the model has node_dim={self.node_dim}: pass node_feats")
+            if node_feats.dim() != 2 or node_feats.shape[1] != self.node_dim:
+                raise ValueError(f"node_feats must be [N, {self.node_dim}], "
+                                 f"got {tuple(node_feats.shape)}")
+            # Features may live on another device (e.g. CPU tables for a GPU model).
+            parts.append(node_feats[nids.to(node_feats.device)].to(device, torch.float32))
+        elif node_feats is not None and node_feats.numel():
+            raise ValueError("node_feats given but the model has node_dim=0")
+        if self.node_embedding is not None:
+            parts.append(self.node_embedding(nids))
+        if not parts:
+            return torch.zeros(nids.shape[0], self.hidden_dim, device=device)
+        x = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+        return self.node_proj(x)
+
+    def _edge_inputs(self, eids: torch.Tensor, edge_feats: Optional[torch.Tensor]
+                     ) -> Optional[torch.Tensor]:
+        """Raw features of the interactions ``eids`` (``None`` when featureless)."""
+        if not self.edge_dim:
+            return None
+        return edge_feats[eids.to(edge_feats.device)].to(eids.device, torch.float32)
+
+    def _check_edge_feats(self, edge_feats: Optional[torch.Tensor]) -> None:
+        if self.edge_dim:
+            if edge_feats is None:
+                raise ValueError(f"the model has edge_dim={self.edge_dim}: pass edge_feats")
+            if edge_feats.dim() != 2 or edge_feats.shape[1] != self.edge_dim:
+                raise ValueError(f"edge_feats must be [E, {self.edge_dim}], "
+                                 f"got {tuple(edge_feats.shape)}")
+        elif edge_feats is not None and edge_feats.numel():
+            raise ValueError("edge_feats given but the model has edge_dim=0")
+
+    # ----------------------------------------------------------------- forward
+    def bfs(self, batch: "TemporalBatch", node_feats: Optional[torch.Tensor] = None,
+            edge_feats: Optional[torch.Tensor] = None) -> List[torch.Tensor]:
+        """Run the BFS (TGAT) stack.
+
+        Returns
+        -------
+        list of torch.Tensor
+            ``L + 1`` tensors: ``hs[l]`` (``l < L``) is :math:`h^{(l)}` for the source nodes
+            of ``blocks[l]`` and ``hs[L]`` (``[B, hidden_dim]``) is :math:`h^{BFS}` of the
+            roots.
+        """
+        blocks = batch.blocks
+        if len(blocks) != self.num_layers:
+            raise ValueError(f"batch has {len(blocks)} blocks, the model num_layers="
+                             f"{self.num_layers}")
+        self._check_edge_feats(edge_feats)
+        h = self._node_inputs(blocks[0].srcdata[dgl.NID], node_feats)
+        hs = [h]
+        for layer, block in zip(self.layers, blocks):
+            x = self._edge_inputs(block.edata[dgl.EID], edge_feats)
+            h = layer(block, h, x, block.edata["dt"])
+            hs.append(h)
+        if h.shape[0] != batch.num_roots:
+            raise ValueError(f"blocks[-1] has {h.shape[0]} destination nodes for "
+                             f"{batch.num_roots} roots")
+        return hs
+
+    def dfs(self, batch: "TemporalBatch", hs: List[torch.Tensor],
+            edge_feats: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Run the path branch on top of :meth:`bfs`'s output.
+
+        Returns
+        -------
+        (torch.Tensor, torch.Tensor)
+            :math:`h^{DFS}` ``[B, hidden_dim]`` (zero rows for roots without a path) and
+            the bool ``[B, 1]`` "has a path" mask.
+        """
+        paths = batch.paths
+        L, B = self.num_layers, batch.num_roots
+        if paths.num_hops != L or paths.num_roots != B:
+            raise ValueError(f"paths are {tuple(paths.mask.shape)}, expected [B={B}, P, L={L}]")
+        if self.path_inputs == "raw":
+            feat, query = hs[0], hs[0][:B]
+        else:
+            # Hop h (1..L) is a source of blocks[L-h], where h^(L-h) is defined; the root
+            # is a source of blocks[L-1] (the roots lead every block's sources).
+            feat, query = [hs[L - 1 - h] for h in range(L)], hs[L - 1][:B]
+        edge = None
+        if self.edge_dim:
+            if edge_feats.device == query.device and edge_feats.dtype == torch.float32:
+                edge = edge_feats
+            else:
+                # Move/cast only the rows the paths use, never the whole table.
+                eids = paths.eids.masked_fill(~paths.mask, 0).to(edge_feats.device)
+                edge = edge_feats[eids].to(query.device, torch.float32)
+        # project=False + path_proj: the encoder's last linear map is applied once per root
+        # inside the aggregator instead of once per path (exactly the same result).
+        path_hidden = self.path_encoder(paths, feat, query, batch.root_times, edge,
+                                        project=False)
+        path_mask = paths.mask.any(dim=-1)
+        h_dfs = self.path_aggregator(path_hidden, hs[-1], path_mask,
+                                     path_proj=self.path_encoder.fc2)
+        return h_dfs, path_mask.any(dim=1, keepdim=True)
+
+    def forward(self, batch: "TemporalBatch", node_feats: Optional[torch.Tensor] = None,
+                edge_feats: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Embed every root of ``batch`` at its query time.
+
+        Parameters
+        ----------
+        batch : TemporalBatch
+            Sampled blocks and paths (``L = num_layers``).
+        node_feats : torch.Tensor, optional
+            ``[N, node_dim]`` node features indexed by ``dgl.NID`` (``None`` if
+            ``node_dim == 0``).
+        edge_feats : torch.Tensor, optional
+            ``[E, edge_dim]`` interaction features indexed by ``dgl.EID`` and
+            ``paths.eids`` (``None`` if ``edge_dim == 0``).
+
+        Returns
+        -------
+        torch.Tensor
+            ``[B, hidden_dim]``.
+        """
+        hs = self.bfs(batch, node_feats, edge_feats)
+        h_bfs = hs[-1]
+        if not self.uses_dfs:
+            return h_bfs
+        h_dfs, has_path = self.dfs(batch, hs, edge_feats)
+        # No path means no history: DFS has nothing to add, fall back on the BFS embedding.
+        h_dfs = torch.where(has_path, h_dfs, h_bfs)
+        if self.gate is not None:
+            alpha = torch.sigmoid(self.gate(torch.cat([h_bfs, h_dfs], dim=-1)))
+        else:
+            alpha = self.alpha
+        return alpha * h_bfs + (1.0 - alpha) * h_dfs
+
+    def score(self, src_emb: torch.Tensor, dst_emb: torch.Tensor) -> torch.Tensor:
+        """Link logits ``FFN(h_i ‖ h_j)``, shape ``[B]``."""
+        hidden = torch.relu(self.score_fc1(torch.cat([src_emb, dst_emb], dim=-1)))
+        return self.score_fc2(hidden).squeeze(-1)
+
+    def extra_repr(self) -> str:
+        return (f"alpha={self.alpha!r}, path_agg={self.path_agg!r}, "
+                f"paths_agg={self.paths_agg!r}, path_inputs={self.path_inputs!r}, "
+                f"use_time={self.use_time}")

@@ -1,0 +1,144 @@
+"""Attention over a root's path representations (tBDFS's DFS branch, step 2)."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .path_encoder import AGG_MODES, masked_softmax
+from .temporal_attention import _check_heads
+
+__all__ = ["PathAggregator"]
+
+
+class PathAggregator(nn.Module):
+    r"""Combine the path representations of each root into :math:`h_{DFS}` (tBDFS, DFS step 2).
+
+    With ``paths_agg='attn'`` the root's BFS embedding is the query and its non-empty paths
+    :math:`r_p` the keys and values:
+
+    .. math::
+        \beta^{(m)}_p = \mathrm{softmax}_{p\ \mathrm{non\text{-}empty}}
+            \left((W_Q h_{BFS})^{(m)} \cdot (W_K r_p)^{(m)} / \sqrt{d_k}\right), \quad
+        h_{DFS} = W_O \big\Vert_{m=1}^{M} \sum_p \beta^{(m)}_p r_p + b_O
+
+    (the value map of each head is folded into :math:`W_O`, a linear map of a linear map
+    adding nothing).  With ``paths_agg='mean'``, :math:`h_{DFS} = W_O\,\mathrm{mean}_p r_p + b_O`
+    over the non-empty paths.  A root without any non-empty path gets :math:`h_{DFS} = 0`.
+
+    Parameters
+    ----------
+    in_feats : int
+        Width of the path representations.
+    out_feats : int
+        Output width.
+    num_heads : int, optional
+        Attention heads; ``in_feats`` must be a multiple of it (key width
+        ``in_feats // num_heads``).  Default: ``2``.
+    query_feats : int, optional
+        Width of the query (BFS embedding).  Default: ``in_feats``.
+    paths_agg : {'attn', 'mean'}, optional
+        Aggregation over paths.  Default: ``'attn'``.
+    attn_drop : float, optional
+        Dropout on the attention weights.  Default: ``0``.
+
+    Notes
+    -----
+    Keys are never formed per path: :math:`(W_Q h)\cdot(W_K r) = (W_K^\top W_Q h) \cdot r`,
+    so each root's query is pulled back to the path space once and the scores are one
+    batched matrix product with the raw path representations.
+    """
+
+    def __init__(
+        self,
+        in_feats: int,
+        out_feats: int,
+        num_heads: int = 2,
+        query_feats: Optional[int] = None,
+        paths_agg: str = "attn",
+        attn_drop: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if paths_agg not in AGG_MODES:
+            raise ValueError(f"paths_agg must be one of {AGG_MODES}, got {paths_agg!r}")
+        self._in_feats = in_feats
+        self._out_feats = out_feats
+        self._num_heads = num_heads
+        self._head_feats = _check_heads(in_feats, num_heads)
+        self._query_feats = in_feats if query_feats is None else query_feats
+        self._paths_agg = paths_agg
+        if paths_agg == "attn":
+            hd = num_heads * self._head_feats
+            self.fc_q = nn.Linear(self._query_feats, hd, bias=False)
+            self.fc_k = nn.Linear(in_feats, hd, bias=False)
+            self.fc_o = nn.Linear(num_heads * in_feats, out_feats)
+        else:
+            self.register_module("fc_q", None)
+            self.register_module("fc_k", None)
+            self.fc_o = nn.Linear(in_feats, out_feats)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Reinitialise the learnable parameters (Xavier normal, zero bias)."""
+        for lin in (self.fc_q, self.fc_k, self.fc_o):
+            if lin is not None:
+                nn.init.xavier_normal_(lin.weight)
+        nn.init.zeros_(self.fc_o.bias)
+
+    def forward(self, path_feat: torch.Tensor, query: torch.Tensor, mask: torch.Tensor,
+                path_proj: Optional[nn.Linear] = None) -> torch.Tensor:
+        """Aggregate.
+
+        Parameters
+        ----------
+        path_feat : torch.Tensor
+            ``[B, P, in_feats]`` path representations :math:`r_p`, or, with ``path_proj``,
+            ``[B, P, path_proj.in_features]`` vectors :math:`u_p` such that
+            :math:`r_p = ` ``path_proj(`` :math:`u_p` ``)``.
+        query : torch.Tensor
+            ``[B, query_feats]`` BFS embeddings of the roots.
+        mask : torch.Tensor
+            bool ``[B, P]``, ``True`` for non-empty paths.
+        path_proj : torch.nn.Linear, optional
+            Affine map still to apply to ``path_feat``.  The result is the same as
+            ``forward(path_proj(path_feat), query, mask)``, but the map is applied once per
+            root and head instead of once per path: scores are linear in :math:`r_p` (the
+            bias adds a per-root constant, which softmax ignores) and the values enter as a
+            weighted sum.
+
+        Returns
+        -------
+        torch.Tensor
+            ``[B, out_feats]``; zero rows for roots without a non-empty path.
+        """
+        B, P, _ = path_feat.shape
+        D = self._in_feats
+        has_path = mask.any(dim=1, keepdim=True)  # [B, 1]
+        if self._paths_agg == "attn":
+            H, dk = self._num_heads, self._head_feats
+            q = self.fc_q(query).view(B, H, dk)
+            wk = self.fc_k.weight.view(H, dk, D)
+            q_pull = torch.einsum("bhd,hdw->bhw", q, wk) / math.sqrt(dk)  # [B, H, D]
+            if path_proj is not None:
+                q_pull = q_pull @ path_proj.weight  # (W2^T q~) . u = q~ . (r - b2)
+            scores = torch.bmm(path_feat, q_pull.transpose(1, 2))  # [B, P, H]
+            weight = self.attn_drop(masked_softmax(scores, mask.unsqueeze(-1), dim=1))
+        else:
+            weight = mask.to(path_feat.dtype)
+            weight = (weight / weight.sum(dim=1, keepdim=True).clamp(min=1.0)).unsqueeze(-1)
+        agg = torch.bmm(weight.transpose(1, 2), path_feat)  # [B, H or 1, in]
+        if path_proj is not None:
+            # sum_p w_p (W2 u_p + b2) = W2 sum_p w_p u_p + b2 sum_p w_p
+            agg = F.linear(agg, path_proj.weight)
+            if path_proj.bias is not None:
+                agg = agg + weight.sum(dim=1).unsqueeze(-1) * path_proj.bias
+        # Without the mask, a root with no path would get fc_o's bias: zero is clearer.
+        return self.fc_o(agg.reshape(B, -1)) * has_path.to(agg.dtype)
+
+    def extra_repr(self) -> str:
+        return (f"in_feats={self._in_feats}, out_feats={self._out_feats}, "
+                f"num_heads={self._num_heads}, paths_agg={self._paths_agg!r}")

@@ -1,0 +1,273 @@
+"""Attention along each root-to-leaf temporal path (tBDFS's DFS branch, step 1)."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .temporal_attention import _check_heads, _resolve_time_encoder
+from .time_encoder import TimeEncoder
+
+if TYPE_CHECKING:  # the batch types are only needed for annotations
+    from ..batch import PathBatch
+
+__all__ = ["PathEncoder", "masked_softmax"]
+
+AGG_MODES = ("attn", "mean")
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """Softmax over ``dim`` restricted to ``mask``; rows with no ``True`` entry give zeros.
+
+    Parameters
+    ----------
+    scores : torch.Tensor
+        Logits.
+    mask : torch.Tensor
+        bool, broadcastable to ``scores``; ``False`` entries get weight 0.
+    dim : int
+        Dimension to normalise over.
+
+    Returns
+    -------
+    torch.Tensor
+        Weights shaped like ``scores``, without NaN even for all-masked rows.
+    """
+    mask = mask.expand_as(scores)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    # An all -inf row would give NaN (and NaN gradients): give it finite logits, then zero.
+    empty = ~mask.any(dim=dim, keepdim=True)
+    scores = scores.masked_fill(empty, 0.0)
+    return torch.softmax(scores, dim=dim).masked_fill(~mask, 0.0)
+
+
+class PathEncoder(nn.Module):
+    r"""Encode every temporal path of every root into one vector (tBDFS, DFS step 1).
+
+    For the path :math:`p = (j_0 = i, j_1, \ldots, j_L)` of root :math:`i` queried at time
+    :math:`t`, node :math:`j_h` contributes
+    :math:`z_h = [h_{j_h} \| x_{e_h} \| \Phi(t - t_{j_h})]` where :math:`e_h` is the edge that
+    reached :math:`j_h` and :math:`t` is the *root's* time (not the parent's); the root
+    contributes :math:`z_0 = [h_i \| 0 \| \Phi(0)]`.  With ``path_agg='attn'``
+
+    .. math::
+        q &= W_Q [h_i \| 0 \| \Phi(0)], \quad
+        \alpha^{(m)}_{h} = \mathrm{softmax}_{h \in \{0..L\},\ \mathrm{present}}
+            \left(q^{(m)} \cdot (W_K z_h)^{(m)} / \sqrt{d_k}\right) \\
+        r_p &= W_2\,\mathrm{ReLU}\left(W_1 \left[h_i \,\Big\|\,
+            \big\Vert_m \textstyle\sum_h \alpha^{(m)}_h (W_V z_h)^{(m)}\right] + b_1\right) + b_2
+
+    and with ``path_agg='mean'`` the weights :math:`\alpha_h` are uniform over the present
+    nodes (the paper's path-average ablation).  Missing hops never contribute; the root is
+    always present, so an empty path still has a finite representation.
+
+    Parameters
+    ----------
+    in_feats : int
+        Width of the node features (the query's too).
+    out_feats : int
+        Output width; a multiple of ``num_heads``.
+    num_heads : int, optional
+        Attention heads, of width ``out_feats // num_heads``.  Default: ``2``.
+    edge_feats : int, optional
+        Edge feature width (``0``: none).  Default: ``0``.
+    time_feats : int, optional
+        Width of :math:`\Phi` (checked against ``time_encoder`` if both given).
+        Default: ``100``.
+    path_agg : {'attn', 'mean'}, optional
+        Aggregation along a path.  Default: ``'attn'``.
+    feat_drop, attn_drop : float, optional
+        Dropout on the merge's hidden layer / on the attention weights.  Default: ``0``.
+    time_encoder : TimeEncoder, optional
+        A (shared) time encoder; a private one is built if omitted.
+
+    Notes
+    -----
+    Nothing of width :math:`d_k` is formed per path slot (``B·P·L`` of them): the query is
+    pulled back through :math:`W_K` once per root (:math:`q \cdot W_K z = (W_K^\top q) \cdot
+    z`), so the scores are batched dot products with the raw slot inputs, and the values
+    enter only through :math:`\sum_h \alpha_h W_V z_h`, contracted without forming
+    :math:`W_V z_h` per slot.  The node part of :math:`W_1` is applied once per root, and
+    ``project=False`` lets the aggregator apply :math:`W_2` once per root.  Only the gathers
+    and :math:`\Phi` are computed per slot.
+    """
+
+    def __init__(
+        self,
+        in_feats: int,
+        out_feats: int,
+        num_heads: int = 2,
+        edge_feats: int = 0,
+        time_feats: Optional[int] = None,
+        path_agg: str = "attn",
+        feat_drop: float = 0.0,
+        attn_drop: float = 0.0,
+        time_encoder: Optional[TimeEncoder] = None,
+    ) -> None:
+        super().__init__()
+        if path_agg not in AGG_MODES:
+            raise ValueError(f"path_agg must be one of {AGG_MODES}, got {path_agg!r}")
+        if edge_feats < 0:
+            raise ValueError(f"edge_feats must be >= 0, got {edge_feats}")
+        self._in_feats = in_feats
+        self._out_feats = out_feats
+        self._num_heads = num_heads
+        self._head_feats = _check_heads(out_feats, num_heads)
+        self._edge_feats = edge_feats
+        self._path_agg = path_agg
+        self.time_encoder = _resolve_time_encoder(time_feats, time_encoder)
+        self._time_feats = self.time_encoder.effective_dim
+        hd = num_heads * self._head_feats
+        key_in = in_feats + edge_feats + self._time_feats
+        if path_agg == "attn":
+            self.fc_q = nn.Linear(in_feats + self._time_feats, hd, bias=False)
+            self.fc_k = nn.Linear(key_in, hd, bias=False)
+        else:
+            self.register_module("fc_q", None)
+            self.register_module("fc_k", None)
+        self.fc_v = nn.Linear(key_in, hd, bias=False)
+        self.fc1 = nn.Linear(in_feats + hd, out_feats)
+        self.fc2 = nn.Linear(out_feats, out_feats)
+        self.feat_drop = nn.Dropout(feat_drop)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Reinitialise the learnable parameters (Xavier normal, zero biases)."""
+        for lin in (self.fc_q, self.fc_k, self.fc_v):
+            if lin is not None:
+                nn.init.xavier_normal_(lin.weight)
+        for lin in (self.fc1, self.fc2):
+            nn.init.xavier_normal_(lin.weight, gain=nn.init.calculate_gain("relu"))
+            nn.init.zeros_(lin.bias)
+
+    def _slot_inputs(
+        self,
+        paths: "PathBatch",
+        feat: Union[torch.Tensor, Sequence[torch.Tensor]],
+        root_times: torch.Tensor,
+        edge_feat: Optional[torch.Tensor],
+    ) -> List[Tuple[torch.Tensor, slice]]:
+        """Raw per-slot inputs ``[B, P, L, w]`` with their column range in ``fc_k``/``fc_v``."""
+        B, P, L = paths.src_index.shape
+        D, E, T = self._in_feats, self._edge_feats, self._time_feats
+        # Empty slots read row 0 / edge 0 / Δt = 0 whatever they hold: finite values that
+        # the zero weights below discard (cheaper than masking the wide tensors).
+        mask = paths.mask
+        idx = paths.src_index.masked_fill(~mask, 0)
+        if isinstance(feat, torch.Tensor):
+            node = feat[idx.reshape(-1)].view(B, P, L, D)
+        else:
+            if len(feat) != L:
+                raise ValueError(f"feat has {len(feat)} per-hop tensors, paths have {L} hops")
+            node = torch.stack([f[idx[..., h]] for h, f in enumerate(feat)], dim=2)
+        parts = [(node, slice(0, D))]
+        if edge_feat is not None and E and edge_feat.numel():
+            if edge_feat.shape[-1] != E:
+                raise ValueError(f"edge_feat has width {edge_feat.shape[-1]}, the module "
+                                 f"expects edge_feats={E}")
+            if edge_feat.dim() == 4:  # already gathered per slot
+                if edge_feat.shape[:3] != (B, P, L):
+                    raise ValueError(f"per-slot edge_feat must be [{B}, {P}, {L}, {E}], got "
+                                     f"{tuple(edge_feat.shape)}")
+                x = edge_feat
+            else:
+                eids = paths.eids.masked_fill(~mask, 0).reshape(-1)
+                x = edge_feat[eids].view(B, P, L, E)
+            parts.append((x.to(node.dtype), slice(D, D + E)))
+        if T:
+            # Gap to the ROOT's query time, in float64 until the encoder's cosine.
+            dt = root_times.to(torch.float64).view(B, 1, 1) - paths.ts.to(torch.float64)
+            dt = dt.masked_fill(~mask, 0.0)
+            parts.append((self.time_encoder(dt), slice(D + E, D + E + T)))
+        return parts
+
+    def forward(
+        self,
+        paths: "PathBatch",
+        feat: Union[torch.Tensor, Sequence[torch.Tensor]],
+        query_feat: torch.Tensor,
+        root_times: torch.Tensor,
+        edge_feat: Optional[torch.Tensor] = None,
+        project: bool = True,
+    ) -> torch.Tensor:
+        r"""Encode the paths.
+
+        Parameters
+        ----------
+        paths : PathBatch
+            ``[B, P, L]`` path tensors (``src_index``, ``eids``, ``ts``, ``mask`` are read).
+        feat : torch.Tensor or sequence of torch.Tensor
+            Node features of the path hops: one ``[N, in_feats]`` tensor indexed by
+            ``paths.src_index`` for every hop, or ``L`` tensors where ``feat[h]`` is indexed
+            by ``paths.src_index[..., h]`` (hop ``h + 1``).
+        query_feat : torch.Tensor
+            ``[B, in_feats]`` features :math:`h_i` of the roots (query and hop 0).
+        root_times : torch.Tensor
+            ``[B]`` query times of the roots (float64 preferred).
+        edge_feat : torch.Tensor, optional
+            ``[E, edge_feats]`` edge features indexed by ``paths.eids``, or the same already
+            gathered per slot, ``[B, P, L, edge_feats]``; zeros if omitted.
+        project : bool, optional
+            ``False`` stops before the merge's last linear map ``fc2`` and returns the
+            hidden layer :math:`u_p`, with :math:`r_p = \mathrm{fc2}(u_p)`.  A consumer
+            that only takes convex combinations of the :math:`r_p` and linear functions of
+            them (:class:`PathAggregator` with ``path_proj=encoder.fc2``) can then apply
+            ``fc2`` once per root instead of once per path.  Default: ``True``.
+
+        Returns
+        -------
+        torch.Tensor
+            ``[B, P, out_feats]``, one representation per path slot (finite for empty
+            slots, which callers should mask out with ``paths.mask.any(-1)``).
+        """
+        B, P, L = paths.src_index.shape
+        H, dk = self._num_heads, self._head_feats
+        D, E, T = self._in_feats, self._edge_feats, self._time_feats
+        mask = paths.mask
+        parts = self._slot_inputs(paths, feat, root_times, edge_feat)
+        # Root input z_0 = [h_i ‖ 0 ‖ Φ(0)]: the zero edge part is left out.
+        root_parts = [(query_feat, slice(0, D))]
+        if T:
+            phi0 = self.time_encoder(root_times.new_zeros(1, dtype=torch.float64))
+            root_parts.append((phi0.expand(B, T), slice(D + E, D + E + T)))
+
+        if self._path_agg == "attn":
+            q = F.linear(query_feat, self.fc_q.weight[:, :D])
+            if T:
+                q = q + F.linear(phi0, self.fc_q.weight[:, D:])
+            wk = self.fc_k.weight.view(H, dk, -1)
+            # q~ = W_K^T q / sqrt(dk), [B, H, key_in]: scores become raw-input dot products.
+            q_pull = torch.einsum("bhd,hdw->bhw", q.view(B, H, dk), wk) / math.sqrt(dk)
+            s_root = sum(torch.einsum("bw,bhw->bh", x, q_pull[..., c]) for x, c in root_parts)
+            s_slot = sum(torch.bmm(x.view(B, P * L, -1), q_pull[..., c].transpose(1, 2))
+                         for x, c in parts).view(B, P, L, H)
+            scores = torch.cat([s_root.view(B, 1, 1, H).expand(B, P, 1, H), s_slot], dim=2)
+            present = torch.cat([mask.new_ones(B, P, 1), mask], dim=2).unsqueeze(-1)
+            # The root is always present, so no row is all-masked here.
+            attn = self.attn_drop(masked_softmax(scores, present, dim=2))
+        else:
+            present = torch.cat([mask.new_ones(B, P, 1), mask], dim=2).to(query_feat.dtype)
+            attn = (present / present.sum(dim=2, keepdim=True)).unsqueeze(-1).expand(
+                B, P, L + 1, H)
+        a_root, a_slot = attn[:, :, 0], attn[:, :, 1:]  # [B, P, H], [B, P, L, H]
+
+        wv = self.fc_v.weight.view(H, dk, -1)
+        v_root = sum(F.linear(x, self.fc_v.weight[:, c]) for x, c in root_parts)
+        agg = a_root.unsqueeze(-1) * v_root.view(B, 1, H, dk)  # [B, P, H, dk]
+        for x, c in parts:
+            # sum_h a_h W_V z_h: one contraction per input part, never forming W_V z per
+            # slot (the cheapest of the orders tried on CPU).
+            agg = agg + torch.einsum("bplh,bplw,hdw->bphd", a_slot, x, wv[..., c])
+        hidden = (F.linear(query_feat, self.fc1.weight[:, :D], self.fc1.bias).unsqueeze(1)
+                  + F.linear(agg.reshape(B, P, H * dk), self.fc1.weight[:, D:]))
+        hidden = self.feat_drop(F.relu(hidden))
+        return self.fc2(hidden) if project else hidden
+
+    def extra_repr(self) -> str:
+        return (f"in_feats={self._in_feats}, out_feats={self._out_feats}, "
+                f"num_heads={self._num_heads}, edge_feats={self._edge_feats}, "
+                f"time_feats={self._time_feats}, path_agg={self._path_agg!r}")

@@ -1,0 +1,112 @@
+"""Link-prediction protocol: split, negatives, metrics, checkpoints, a short real training run."""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from tbdfs_dgl import TBDFSModel
+from tbdfs_dgl.data import TemporalDataset, make_wikipedia_like
+from tbdfs_dgl.linkpred import (LinkPredictionTrainer, NegativeSampler, TrainConfig,
+                                check_device, chronological_split, load_checkpoint,
+                                save_checkpoint)
+from tbdfs_dgl.metrics import link_prediction_metrics
+
+
+@pytest.fixture(scope="module")
+def small():
+    return make_wikipedia_like(num_users=300, num_pages=60, num_events=6000, seed=1)
+
+
+def test_split_is_chronological_and_holds_out_new_nodes(small):
+    s = chronological_split(small, seed=0)
+    ts = small.ts
+    assert ts[s.train].max() <= s.val_time < ts[s.val].min()
+    assert ts[s.val].max() <= s.test_time < ts[s.test].min()
+    assert not (s.train & s.val).any() and not (s.val & s.test).any()
+    assert abs(s.val.mean() - 0.15) < 0.02 and abs(s.test.mean() - 0.15) < 0.02
+    held = set(s.held_out_nodes.tolist())
+    assert len(held) == int(0.1 * len(np.union1d(small.src, small.dst)))
+    train_nodes = set(small.src[s.train]) | set(small.dst[s.train])
+    assert not held & train_nodes, "held-out nodes leaked into training"
+    # Inductive rows: exactly the evaluation rows touching a node unseen in training.
+    for part, ind in ((s.val, s.val_inductive), (s.test, s.test_inductive)):
+        rows = np.flatnonzero(part)
+        new = [small.src[r] not in train_nodes or small.dst[r] not in train_nodes for r in rows]
+        assert ind[rows].tolist() == new
+        assert not ind[~part].any()
+    assert s.val_inductive.sum() > 0
+
+
+def test_negatives_come_from_the_destination_side(small):
+    neg = NegativeSampler(small)(5000, np.random.default_rng(0))
+    assert neg.min() >= small.num_src_nodes and neg.max() < small.num_nodes
+    general = TemporalDataset(name="g", src=[0, 1], dst=[1, 2], ts=[1, 2], num_nodes=5)
+    neg = NegativeSampler(general)(2000, np.random.default_rng(0))
+    assert set(neg.tolist()) == {0, 1, 2, 3, 4}
+
+
+def test_metrics_over_a_whole_split():
+    m = link_prediction_metrics(np.array([2.0, 1.0, -0.5]), np.array([-1.0, -2.0, 0.5]))
+    assert m["accuracy"] == pytest.approx(4 / 6)
+    assert m["auc"] == pytest.approx(8 / 9)
+    assert 0 < m["ap"] <= 1 and m["count"] == 3
+    assert np.isnan(link_prediction_metrics(np.zeros(0), np.zeros(0))["ap"])
+    with pytest.raises(ValueError, match="NaN"):
+        link_prediction_metrics(np.array([np.nan]), np.array([0.0]))
+
+
+def test_checkpoint_round_trip(tmp_path):
+    kwargs = dict(node_dim=0, edge_dim=2, time_dim=8, hidden_dim=8, num_nodes=10)
+    model = TBDFSModel(**kwargs)
+    path = tmp_path / "sub" / "best.pt"
+    save_checkpoint(str(path), model, kwargs, {"epoch": 3})
+    assert path.exists() and not [p for p in os.listdir(path.parent) if p.startswith(".ckpt")]
+    clone, extra = load_checkpoint(str(path))
+    assert extra == {"epoch": 3}
+    for (k, a), (_, b) in zip(model.state_dict().items(), clone.state_dict().items()):
+        assert torch.equal(a, b), k
+    with pytest.raises(FileNotFoundError):
+        load_checkpoint(str(tmp_path / "missing.pt"))
+
+
+def test_cuda_request_fails_clearly_without_it():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(RuntimeError, match="no CUDA device"):
+        check_device("cuda")
+    with pytest.raises(ValueError, match="unsupported device"):
+        check_device("tpu")
+
+
+def run(data, seed, epochs=3, alpha=0.5, save_dir=None):
+    torch.manual_seed(seed)
+    kwargs = dict(node_dim=0, edge_dim=0, time_dim=16, hidden_dim=32, num_heads=2,
+                  dropout=0.1, alpha=alpha, num_nodes=data.num_nodes, node_embedding_dim=16)
+    model = TBDFSModel(**kwargs)
+    cfg = TrainConfig(epochs=epochs, batch_size=200, lr=3e-3, fanouts=(5, 5), seed=seed,
+                      patience=5, progress=False, save_dir=save_dir)
+    trainer = LinkPredictionTrainer(model, data, cfg, model_kwargs=kwargs, log=lambda s: None)
+    try:
+        return trainer.fit()
+    finally:
+        trainer.close()
+
+
+def test_short_training_learns_the_planted_pattern(tmp_path):
+    data = make_wikipedia_like(num_users=300, num_pages=60, num_events=10000, seed=1)
+    result = run(data, seed=0, epochs=4, save_dir=str(tmp_path))
+    test = result.test["transductive"]
+    # Chance is AP 0.5; this seeded run reached 0.71 when written (featureless nodes: the
+    # learned node embeddings carry identity, without them AP stays near 0.5).
+    assert test["ap"] > 0.65, result.test
+    assert result.history[-1].loss < result.history[0].loss
+    assert (tmp_path / "best.pt").exists()
+    assert {"transductive", "inductive"} == set(result.test)
+
+
+def test_fixed_seed_gives_the_same_result(small):
+    a = run(small, seed=3, epochs=1)
+    b = run(small, seed=3, epochs=1)
+    assert a.test == b.test
+    assert a.history[0].loss == b.history[0].loss

@@ -1,0 +1,353 @@
+"""Tests of TBDFSModel on hand-built batches and, when the sampler is built, on sampled ones."""
+
+import dgl
+import numpy as np
+import pytest
+import torch
+
+from tbdfs_dgl.batch import PathBatch, TemporalBatch
+from tbdfs_dgl.model import TBDFSModel
+from tbdfs_dgl.nn import PathAggregator, PathEncoder
+
+torch.set_num_threads(1)
+
+try:  # the compiled sampler is optional for these tests
+    from tbdfs_dgl import TemporalGraph, TemporalSampler
+except Exception:  # pragma: no cover - only while the extension is not built
+    TemporalGraph = TemporalSampler = None
+needs_sampler = pytest.mark.skipif(TemporalSampler is None, reason="sampler not importable")
+
+NODE_DIM, EDGE_DIM, NUM_NODES, NUM_EDGES = 5, 4, 30, 80
+
+
+def make_batch(num_roots, fanouts, seed=0, p_neighbour=0.7, num_nodes=NUM_NODES,
+               num_edges=NUM_EDGES):
+    """A valid TemporalBatch built by hand, laid out like the sampler's.
+
+    Layer h (from the roots out) has all earlier instances as destinations, each with up to
+    ``fanouts[L-1-h]`` new neighbour instances (fewer, even none, at random) appended as
+    sources; blocks are returned in DGL order and paths are the root-to-leaf chains.
+    """
+    rng = np.random.default_rng(seed)
+    L = len(fanouts)
+    nid = list(rng.integers(0, num_nodes, num_roots))
+    ts = list(rng.uniform(50, 100, num_roots))
+    children = {}  # (layer, instance) -> [(child instance, edge id)]
+    edge_of = {}  # instance -> (edge id, time)
+    blocks = []
+    for h in range(L):
+        k = fanouts[L - 1 - h]
+        num_dst = len(nid)
+        src, dst, eid, dt = [], [], [], []
+        for d in range(num_dst):
+            n = int(rng.binomial(k, p_neighbour))
+            kids = []
+            for _ in range(n):
+                e = int(rng.integers(0, num_edges))
+                t_e = ts[d] - rng.uniform(0.5, 20.0)
+                child = len(nid)
+                nid.append(int(rng.integers(0, num_nodes)))
+                ts.append(t_e)
+                src.append(child), dst.append(d), eid.append(e), dt.append(ts[d] - t_e)
+                kids.append(child)
+                edge_of[child] = (e, t_e)
+            children[(h, d)] = kids
+        block = dgl.create_block((torch.tensor(src, dtype=torch.int64),
+                                  torch.tensor(dst, dtype=torch.int64)),
+                                 num_src_nodes=len(nid), num_dst_nodes=num_dst)
+        block.srcdata[dgl.NID] = torch.tensor(nid, dtype=torch.int64)
+        block.srcdata["ts"] = torch.tensor(ts, dtype=torch.float64)
+        block.dstdata[dgl.NID] = torch.tensor(nid[:num_dst], dtype=torch.int64)
+        block.dstdata["ts"] = torch.tensor(ts[:num_dst], dtype=torch.float64)
+        block.edata[dgl.EID] = torch.tensor(eid, dtype=torch.int64)
+        block.edata["dt"] = torch.tensor(dt, dtype=torch.float64)
+        blocks.append(block)
+    blocks.reverse()
+
+    P = int(np.prod(fanouts))
+    strides = [int(np.prod(fanouts[: L - 1 - h])) for h in range(L)]  # slot stride per hop
+    nodes = torch.full((num_roots, P, L), -1, dtype=torch.int64)
+    eids, src_index = nodes.clone(), nodes.clone()
+    pts = torch.full((num_roots, P, L), -1.0, dtype=torch.float64)
+
+    def walk(b, inst, h, slot):
+        for pos, child in enumerate(children.get((h, inst), [])):
+            s = slot + pos * strides[h]
+            nodes[b, s, h], src_index[b, s, h] = nid[child], child
+            eids[b, s, h], pts[b, s, h] = edge_of[child]
+            if h + 1 < L:
+                walk(b, child, h + 1, s)
+
+    for b in range(num_roots):
+        walk(b, b, 0, 0)
+    paths = PathBatch(nodes=nodes, eids=eids, ts=pts, mask=src_index >= 0,
+                      src_index=src_index)
+    return TemporalBatch(root_nodes=torch.tensor(nid[:num_roots], dtype=torch.int64),
+                         root_times=torch.tensor(ts[:num_roots], dtype=torch.float64),
+                         blocks=blocks, paths=paths)
+
+
+def features(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(NUM_NODES, NODE_DIM, generator=g),
+            torch.randn(NUM_EDGES, EDGE_DIM, generator=g))
+
+
+def small_model(**kw):
+    args = dict(node_dim=NODE_DIM, edge_dim=EDGE_DIM, time_dim=8, hidden_dim=12,
+                num_heads=2, dropout=0.0)
+    args.update(kw)
+    torch.manual_seed(0)
+    return TBDFSModel(**args)
+
+
+def permute_paths(paths, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    B, P, _ = paths.mask.shape
+    perm = torch.stack([torch.randperm(P, generator=g) for _ in range(B)])  # per root
+    idx = perm.unsqueeze(-1).expand_as(paths.mask)
+    return PathBatch(*(t.gather(1, idx) for t in
+                       (paths.nodes, paths.eids, paths.ts, paths.mask, paths.src_index)))
+
+
+# ---------------------------------------------------------------------------- tests
+def test_hand_batch_is_consistent():
+    batch = make_batch(4, [3, 2], seed=1)
+    b0, b1 = batch.blocks
+    assert b1.num_dst_nodes() == 4 and b0.num_dst_nodes() == b1.num_src_nodes()
+    m = batch.paths.mask
+    idx = batch.paths.src_index[m]
+    assert torch.equal(b0.srcdata[dgl.NID][idx], batch.paths.nodes[m])
+    assert torch.equal(b0.srcdata["ts"][idx], batch.paths.ts[m])
+
+
+@pytest.mark.parametrize("kw", [
+    {},
+    {"path_inputs": "bfs"},
+    {"path_agg": "mean", "paths_agg": "mean"},
+    {"alpha": "learn"},
+    {"use_time": False},
+    {"alpha": 0.0},
+    {"num_layers": 1},
+    {"num_layers": 3},
+])
+def test_forward_variants_shapes_and_finiteness(kw):
+    L = kw.get("num_layers", 2)
+    batch = make_batch(5, [3, 2, 2][:L], seed=2)
+    nf, ef = features()
+    model = small_model(**kw)
+    out = model(batch, nf, ef)
+    assert out.shape == (5, 12) and torch.isfinite(out).all()
+    logits = model.score(out, out.flip(0))
+    assert logits.shape == (5,) and torch.isfinite(logits).all()
+    assert model.time_rule == ("strict" if kw.get("use_time", True) else "inclusive")
+
+
+def test_featureless_and_node_embedding():
+    batch = make_batch(4, [3, 2], seed=3)
+    model = small_model(node_dim=0, edge_dim=0)
+    out = model(batch)
+    assert out.shape == (4, 12) and torch.isfinite(out).all()
+    emb = small_model(node_dim=0, edge_dim=EDGE_DIM, num_nodes=NUM_NODES,
+                      node_embedding_dim=6)
+    out = emb(batch, None, features()[1])
+    out.sum().backward()
+    assert emb.node_embedding.weight.grad.abs().sum() > 0
+
+
+def test_feature_tables_in_float64():
+    batch = make_batch(4, [3, 2], seed=11)
+    nf, ef = features()
+    model = small_model().eval()
+    out = model(batch, nf, ef)
+    assert torch.allclose(model(batch, nf.double(), ef.double()), out, atol=1e-6)
+
+
+@pytest.mark.parametrize("alpha,path_inputs", [(0.3, "raw"), ("learn", "bfs")])
+def test_gradients_reach_every_parameter(alpha, path_inputs):
+    batch = make_batch(6, [3, 2], seed=4, p_neighbour=0.9)
+    nf, ef = features()
+    model = small_model(alpha=alpha, path_inputs=path_inputs, num_nodes=NUM_NODES,
+                        node_embedding_dim=3)
+    out = model(batch, nf, ef)
+    model.score(out, out.roll(1, 0)).sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_alpha_one_is_tgat_and_never_runs_dfs(monkeypatch):
+    batch = make_batch(5, [3, 2], seed=5)
+    nf, ef = features()
+    full = small_model(alpha=0.5).eval()
+    tgat = small_model(alpha=1.0).eval()
+    assert tgat.path_encoder is None and tgat.path_aggregator is None
+    # Same BFS weights (the DFS-free model is a subset of the parameters).
+    missing, _ = tgat.load_state_dict(full.state_dict(), strict=False)
+    assert not missing
+
+    def boom(*args, **kwargs):
+        raise AssertionError("DFS module called with alpha=1")
+
+    monkeypatch.setattr(PathEncoder, "forward", boom)
+    monkeypatch.setattr(PathAggregator, "forward", boom)
+    out = tgat(batch, nf, ef)
+    # A pure BFS stack of the same layers.
+    h = tgat.node_proj(nf[batch.blocks[0].srcdata[dgl.NID]])
+    for layer, block in zip(tgat.layers, batch.blocks):
+        h = layer(block, h, ef[block.edata[dgl.EID]])
+    assert torch.allclose(out, h, atol=1e-6)
+    assert torch.allclose(out, full.bfs(batch, nf, ef)[-1], atol=1e-6)
+    assert sum(p.numel() for p in tgat.parameters()) < sum(
+        p.numel() for p in full.parameters())
+
+
+def test_alpha_zero_is_dfs_only():
+    batch = make_batch(5, [3, 2], seed=6)
+    nf, ef = features()
+    model = small_model(alpha=0.0).eval()
+    hs = model.bfs(batch, nf, ef)
+    h_dfs, has_path = model.dfs(batch, hs, ef)
+    out = model(batch, nf, ef)
+    assert torch.allclose(out, torch.where(has_path, h_dfs, hs[-1]), atol=1e-6)
+
+
+@pytest.mark.parametrize("kw", [{}, {"path_inputs": "bfs", "paths_agg": "mean"},
+                                {"path_agg": "mean", "alpha": "learn"}])
+def test_permuting_paths_within_roots_changes_nothing(kw):
+    batch = make_batch(5, [3, 3], seed=7)
+    nf, ef = features()
+    model = small_model(**kw).eval()
+    out = model(batch, nf, ef)
+    permuted = TemporalBatch(batch.root_nodes, batch.root_times, batch.blocks,
+                             permute_paths(batch.paths))
+    assert torch.allclose(model(permuted, nf, ef), out, atol=1e-5)
+
+
+@pytest.mark.parametrize("path_inputs", ["raw", "bfs"])
+def test_masked_slots_do_not_matter(path_inputs):
+    batch = make_batch(5, [3, 2], seed=8, p_neighbour=0.5)
+    nf, ef = features()
+    model = small_model(path_inputs=path_inputs).eval()
+    out = model(batch, nf, ef)
+    p, m = batch.paths, batch.paths.mask
+    assert not m.all()
+    n0 = batch.blocks[0].num_src_nodes()
+    g = torch.Generator().manual_seed(0)
+    junk = PathBatch(
+        nodes=torch.where(m, p.nodes, torch.randint(0, NUM_NODES, m.shape, generator=g)),
+        eids=torch.where(m, p.eids, torch.randint(0, NUM_EDGES, m.shape, generator=g)),
+        ts=torch.where(m, p.ts, torch.rand(m.shape, generator=g, dtype=torch.float64) * 1e6),
+        mask=m,
+        src_index=torch.where(m, p.src_index, torch.randint(0, n0, m.shape, generator=g)))
+    out2 = model(TemporalBatch(batch.root_nodes, batch.root_times, batch.blocks, junk),
+                 nf, ef)
+    assert torch.allclose(out2, out, atol=1e-6)
+
+
+def test_roots_without_history_and_batch_of_one():
+    nf, ef = features()
+    for kw in ({}, {"alpha": 0.0}, {"alpha": "learn", "paths_agg": "mean"}):
+        model = small_model(**kw).eval()
+        empty = make_batch(3, [3, 2], seed=9, p_neighbour=0.0)
+        assert empty.blocks[-1].num_edges() == 0 and not empty.paths.mask.any()
+        out = model(empty, nf, ef)
+        assert torch.isfinite(out).all()
+        one = make_batch(1, [3, 2], seed=10)
+        out1 = model(one, nf, ef)
+        assert out1.shape == (1, 12) and torch.isfinite(out1).all()
+    # Training mode too (dropout on), with gradients.
+    model = small_model(dropout=0.5)
+    out = model(make_batch(1, [3, 2], seed=9, p_neighbour=0.0), nf, ef)
+    out.sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_constructor_and_input_validation():
+    good = dict(node_dim=2, edge_dim=2, time_dim=4, hidden_dim=4)
+    bad = [dict(hidden_dim=5, num_heads=2), dict(time_dim=5), dict(time_dim=0),
+           dict(node_dim=-1), dict(alpha=1.5), dict(alpha="auto"), dict(alpha=True),
+           dict(path_agg="max"), dict(paths_agg="sum"), dict(path_inputs="x"),
+           dict(num_layers=0), dict(dropout=1.0), dict(node_embedding_dim=3),
+           dict(node_embedding_dim=3, num_nodes=0)]
+    for b in bad:
+        with pytest.raises(ValueError):
+            TBDFSModel(**{**good, **b})
+    model = small_model()
+    batch = make_batch(2, [3, 2])
+    nf, ef = features()
+    with pytest.raises(ValueError):
+        model(batch, None, ef)
+    with pytest.raises(ValueError):
+        model(batch, nf, None)
+    with pytest.raises(ValueError):
+        model(make_batch(2, [3]), nf, ef)
+
+
+# ------------------------------------------------------------------ real sampler
+def random_interactions(num_nodes, num_edges, seed):
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, num_nodes, num_edges)
+    dst = rng.integers(0, num_nodes, num_edges)
+    ts = np.round(rng.uniform(0, 1000, num_edges), 1)  # rounded: some equal times
+    return src, dst, ts
+
+
+@needs_sampler
+@pytest.mark.parametrize("strategy", ["recent", "uniform"])
+def test_on_sampled_batches(strategy):
+    src, dst, ts = random_interactions(NUM_NODES, 400, seed=0)
+    graph = TemporalGraph(src, dst, ts, num_nodes=NUM_NODES)
+    sampler = TemporalSampler(graph, [4, 3], strategy=strategy, seed=1, num_threads=1)
+    nf, ef = torch.randn(NUM_NODES, NODE_DIM), torch.randn(400, EDGE_DIM)
+    roots = torch.arange(NUM_NODES)
+    times = torch.linspace(0, 1200, NUM_NODES, dtype=torch.float64)  # incl. no history
+    batch = sampler.sample(roots, times)
+    for kw in ({}, {"path_inputs": "bfs", "alpha": "learn"}):
+        model = small_model(**kw)
+        out = model(batch, nf, ef)
+        assert out.shape == (NUM_NODES, 12) and torch.isfinite(out).all()
+        out.sum().backward()
+    model.eval()
+    permuted = TemporalBatch(batch.root_nodes, batch.root_times, batch.blocks,
+                             permute_paths(batch.paths))
+    assert torch.allclose(model(permuted, nf, ef), model(batch, nf, ef), atol=1e-5)
+
+
+@needs_sampler
+@pytest.mark.parametrize("kw", [{}, {"path_inputs": "bfs", "alpha": "learn"}])
+def test_no_leakage_from_the_future(kw):
+    """Interactions at times >= t (added or changed) leave every embedding at t unchanged."""
+    num_edges, t = 500, 600.0
+    src, dst, ts = random_interactions(NUM_NODES, num_edges, seed=1)
+    ts[:20] = t  # interactions exactly at the query time are future too (strict rule)
+    rng = np.random.default_rng(2)
+    nf = torch.randn(NUM_NODES, NODE_DIM)
+    ef = torch.randn(num_edges, EDGE_DIM, generator=torch.Generator().manual_seed(3))
+    roots = torch.arange(NUM_NODES)
+    times = torch.full((NUM_NODES,), t, dtype=torch.float64)
+    model = small_model(**kw).eval()
+    assert model.time_rule == "strict"
+
+    def embed(s, d, tt, e):
+        graph = TemporalGraph(s, d, tt, num_nodes=NUM_NODES)
+        sampler = TemporalSampler(graph, [5, 4], strategy="recent",
+                                  time_rule=model.time_rule, seed=0, num_threads=1)
+        with torch.no_grad():
+            return model(sampler.sample(roots, times), nf, e)
+
+    base = embed(src, dst, ts, ef)
+    # Future interactions: new rows appended (past edge ids unchanged), and the endpoints
+    # and features of existing future rows changed.
+    extra = 200
+    src2 = np.concatenate([src, rng.integers(0, NUM_NODES, extra)])
+    dst2 = np.concatenate([dst, rng.integers(0, NUM_NODES, extra)])
+    ts2 = np.concatenate([ts, t + rng.uniform(0, 300, extra).round(0)])
+    future = ts2 >= t
+    src2[future[:num_edges].nonzero()[0]] = rng.integers(0, NUM_NODES, future[:num_edges].sum())
+    ef2 = torch.cat([ef, torch.randn(extra, EDGE_DIM)])
+    ef2[torch.from_numpy(future)] = torch.randn(int(future.sum()), EDGE_DIM) * 10
+    assert torch.equal(embed(src2, dst2, ts2, ef2), base)
+    # Sanity: a past interaction does change something.
+    ef3 = ef.clone()
+    ef3[torch.from_numpy(ts < t)] += 1.0
+    assert not torch.allclose(embed(src, dst, ts, ef3), base)

@@ -1,0 +1,298 @@
+"""Tests of the neural modules against naive, loop-based references of the same formulas."""
+import math
+
+import dgl
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tbdfs_dgl.batch import PathBatch
+from tbdfs_dgl.nn import (PathAggregator, PathEncoder, TemporalAttentionConv, TimeEncoder,
+                          masked_softmax)
+
+torch.set_num_threads(1)
+
+
+# ----------------------------------------------------------------------------- helpers
+def ref_attention(weight_q, weight_k, weight_v, q_in, kv_in, num_heads):
+    """Multi-head scaled dot-product attention of one query over rows of kv_in (concat form)."""
+    q = (weight_q @ q_in).view(num_heads, -1)
+    k = (kv_in @ weight_k.t()).view(kv_in.shape[0], num_heads, -1)
+    v = (kv_in @ weight_v.t()).view(kv_in.shape[0], num_heads, -1)
+    scores = (k * q).sum(-1) / math.sqrt(q.shape[-1])  # [n, H]
+    attn = torch.softmax(scores, dim=0)
+    return (attn.unsqueeze(-1) * v).sum(0).reshape(-1)
+
+
+def ref_conv(conv, block, h, edge_feat, dt):
+    """TGAT layer computed destination by destination from the concatenated inputs."""
+    src, dst = block.edges()
+    num_dst = block.num_dst_nodes()
+    T = conv._time_feats  # 0 without time: the layer then has no time columns
+    phi0 = conv.time_encoder(torch.zeros(1, dtype=torch.float64))[0, :T]
+    outs = []
+    for i in range(num_dst):
+        eids = (dst == i).nonzero().flatten()
+        h_i = h[i]
+        if len(eids) == 0:
+            agg = torch.zeros(conv.fc_v.out_features)
+        else:
+            x = (edge_feat[eids] if edge_feat is not None
+                 else torch.zeros(len(eids), conv._edge_feats))
+            kv = torch.cat([h[src[eids]], x, conv.time_encoder(dt[eids])[:, :T]], dim=-1)
+            agg = ref_attention(conv.fc_q.weight, conv.fc_k.weight, conv.fc_v.weight,
+                                torch.cat([h_i, phi0]), kv, conv._num_heads)
+        hidden = F.relu(conv.fc1(torch.cat([h_i, agg])))
+        outs.append(conv.fc2(hidden))
+    return torch.stack(outs)
+
+
+def random_paths(B, P, L, num_inst, num_edges, p_empty=0.3, seed=0):
+    """A PathBatch whose slots point at random instances/edges (hops present as a prefix)."""
+    g = torch.Generator().manual_seed(seed)
+    length = torch.randint(0, L + 1, (B, P), generator=g)
+    length[torch.rand(B, P, generator=g) < 1 - p_empty] = L
+    mask = torch.arange(L).view(1, 1, L) < length.unsqueeze(-1)
+    src_index = torch.randint(0, num_inst, (B, P, L), generator=g).masked_fill(~mask, -1)
+    eids = torch.randint(0, num_edges, (B, P, L), generator=g).masked_fill(~mask, -1)
+    ts = (torch.rand(B, P, L, generator=g, dtype=torch.float64) * 50).masked_fill(~mask, -1)
+    return PathBatch(nodes=src_index.clone(), eids=eids, ts=ts, mask=mask, src_index=src_index)
+
+
+def ref_path_encoder(enc, paths, feat, query, root_times, edge_feat):
+    """PathEncoder path by path."""
+    B, P, L = paths.mask.shape
+    T = enc._time_feats
+    phi0 = enc.time_encoder(torch.zeros(1, dtype=torch.float64))[0, :T]
+    out = torch.zeros(B, P, enc._out_feats)
+    for b in range(B):
+        z0 = torch.cat([query[b], torch.zeros(enc._edge_feats), phi0])
+        for p in range(P):
+            rows = [z0]
+            for h in range(L):
+                if not paths.mask[b, p, h]:
+                    continue
+                x = (edge_feat[paths.eids[b, p, h]] if edge_feat is not None
+                     else torch.zeros(enc._edge_feats))
+                dt = root_times[b] - paths.ts[b, p, h]
+                rows.append(torch.cat([feat[paths.src_index[b, p, h]], x,
+                                       enc.time_encoder(dt.view(1))[0, :T]]))
+            kv = torch.stack(rows)
+            if enc._path_agg == "attn":
+                q_in = torch.cat([query[b], phi0])
+                agg = ref_attention(enc.fc_q.weight, enc.fc_k.weight, enc.fc_v.weight, q_in,
+                                    kv, enc._num_heads)
+            else:
+                agg = (kv.mean(0, keepdim=True) @ enc.fc_v.weight.t())[0]
+            out[b, p] = enc.fc2(F.relu(enc.fc1(torch.cat([query[b], agg]))))
+    return out
+
+
+# -------------------------------------------------------------------------- TimeEncoder
+def test_time_encoder_shape_init_and_float64_phase():
+    enc = TimeEncoder(100)
+    assert enc.weight.shape == (50,)
+    np.testing.assert_allclose(enc.weight.detach().numpy(),
+                               1 / 10 ** np.linspace(0, 9, 50), rtol=1e-6)
+    dt = torch.tensor([[0.0, 1.0], [12345.678, 1e8]], dtype=torch.float64)
+    phi = enc(dt).detach()
+    assert phi.shape == (2, 2, 100) and phi.dtype == torch.float32
+    w = enc.weight.detach().double().numpy()
+    phase = dt.numpy()[..., None] * w
+    ref = np.stack([np.cos(phase), np.sin(phase)], axis=-1).reshape(2, 2, 100) / np.sqrt(50)
+    # float32 output of a float64 phase: only the final rounding (~1e-8) is lost, where a
+    # float32 phase of 1e8 s would be off by whole radians.
+    np.testing.assert_allclose(phi.numpy(), ref, atol=1e-7, rtol=0)
+    phase32 = dt.float().numpy()[..., None] * w.astype(np.float32)
+    assert np.abs(np.cos(phase32) / np.sqrt(50) - ref[..., 0::2]).max() > 1e-2
+    assert torch.allclose(phi[0, 0], torch.tensor([1.0, 0.0] * 50) / math.sqrt(50))
+
+
+def test_time_encoder_gradient_matches_autograd_reference():
+    enc = TimeEncoder(8)
+    dt = torch.tensor([0.5, 3.0, 1e4, 7e7], dtype=torch.float64)
+    coef = torch.randn(4, 8)
+    (enc(dt) * coef).sum().backward()
+    w = enc.weight.detach().double().requires_grad_()
+    phase = dt.unsqueeze(-1) * w
+    ref = torch.stack([torch.cos(phase), torch.sin(phase)], -1).flatten(-2) / 2.0
+    (ref * coef.double()).sum().backward()
+    assert torch.allclose(enc.weight.grad.double(), w.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_time_encoder_without_time_and_validation():
+    enc = TimeEncoder(6, use_time=False)
+    assert list(enc.parameters()) == [] and enc.effective_dim == 0
+    assert torch.equal(enc(torch.rand(3, 2)), torch.zeros(3, 2, 6))
+    for bad in (0, 3, -2, 2.0):
+        with pytest.raises(ValueError):
+            TimeEncoder(bad)
+
+
+# ------------------------------------------------------------- TemporalAttentionConv
+def hand_block():
+    # 3 destinations; destination 2 has no in-edge; sources 3..6 are neighbours.
+    src = torch.tensor([3, 4, 5, 6, 1])
+    dst = torch.tensor([0, 0, 1, 1, 0])
+    block = dgl.create_block((src, dst), num_src_nodes=7, num_dst_nodes=3)
+    block.edata["dt"] = torch.tensor([1.0, 250.0, 3.5, 1e7, 0.0], dtype=torch.float64)
+    return block
+
+
+@pytest.mark.parametrize("edge_feats,use_time", [(0, True), (5, True), (5, False)])
+def test_conv_matches_reference(edge_feats, use_time):
+    torch.manual_seed(0)
+    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_feats=edge_feats,
+                                 time_encoder=TimeEncoder(4, use_time=use_time))
+    block = hand_block()
+    h = torch.randn(7, 6)
+    x = torch.randn(5, edge_feats) if edge_feats else None
+    out = conv(block, h, x)
+    assert out.shape == (3, 8)
+    ref = ref_conv(conv, block, h, x, block.edata["dt"])
+    assert torch.allclose(out, ref, atol=1e-5)
+
+
+def test_conv_isolated_destination_depends_on_itself_only():
+    torch.manual_seed(0)
+    conv = TemporalAttentionConv(6, 8, num_heads=2, time_feats=4)
+    block = hand_block()
+    h = torch.randn(7, 6)
+    out = conv(block, h)
+    h2 = h.clone()
+    h2[[0, 1, 3, 4, 5, 6]] = torch.randn(6, 6) * 100
+    out2 = conv(block, h2)
+    assert torch.isfinite(out).all()
+    assert torch.allclose(out[2], out2[2])
+    # Explicit dt overrides edata['dt'].
+    assert torch.allclose(conv(block, h, dt=block.edata["dt"]), out)
+    assert not torch.allclose(conv(block, h, dt=block.edata["dt"] + 5.0)[:2], out[:2])
+
+
+def test_conv_on_dgl_blocks_and_graphs():
+    torch.manual_seed(0)
+    g = dgl.rand_graph(30, 120)
+    g.edata["dt"] = torch.rand(120, dtype=torch.float64) * 1000
+    seeds = torch.arange(10)
+    block = dgl.to_block(dgl.in_subgraph(g, seeds), seeds)
+    assert "dt" in block.edata
+    feat_all = torch.randn(30, 6)
+    conv = TemporalAttentionConv(6, 8, num_heads=4, edge_feats=3, time_feats=4)
+    h = feat_all[block.srcdata[dgl.NID]]
+    x = torch.randn(block.num_edges(), 3)
+    out = conv(block, h, x)
+    assert out.shape == (10, 8) and torch.isfinite(out).all()
+    assert torch.allclose(out, ref_conv(conv, block, h, x, block.edata["dt"]), atol=1e-5)
+    # A plain graph: every node is a destination.
+    out_g = conv(g, feat_all, torch.randn(120, 3))
+    assert out_g.shape == (30, 8) and torch.isfinite(out_g).all()
+    # A (src, dst) pair of different widths.
+    conv2 = TemporalAttentionConv((6, 5), 8, num_heads=2, time_feats=4)
+    out2 = conv2(block, (h, torch.randn(10, 5)))
+    assert out2.shape == (10, 8)
+    (out.sum() + out2.sum()).backward()
+    for name, p in conv.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_conv_validation():
+    with pytest.raises(ValueError):
+        TemporalAttentionConv(4, 7, num_heads=2)
+    with pytest.raises(ValueError):
+        TemporalAttentionConv(4, 8, num_heads=2, time_feats=6, time_encoder=TimeEncoder(4))
+    conv = TemporalAttentionConv(4, 8, edge_feats=3, time_feats=4)
+    with pytest.raises(ValueError):
+        conv(hand_block(), torch.randn(7, 4), torch.randn(5, 2))
+
+
+# --------------------------------------------------------------------- masked_softmax
+def test_masked_softmax_all_masked_rows():
+    scores = torch.randn(3, 4, requires_grad=True)
+    mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    w = masked_softmax(scores, mask, dim=1)
+    assert torch.equal(w[1], torch.zeros(4)) and torch.equal(w[0, 2:], torch.zeros(2))
+    assert torch.allclose(w.sum(1), torch.tensor([1.0, 0.0, 1.0]))
+    (w * torch.randn(3, 4)).sum().backward()
+    assert torch.isfinite(scores.grad).all()
+
+
+# ------------------------------------------------------------------------ PathEncoder
+@pytest.mark.parametrize("path_agg,edge_feats,use_time",
+                         [("attn", 3, True), ("attn", 0, False), ("mean", 3, True)])
+def test_path_encoder_matches_reference(path_agg, edge_feats, use_time):
+    torch.manual_seed(0)
+    B, P, L, D = 3, 4, 2, 6
+    enc = PathEncoder(D, 8, num_heads=2, edge_feats=edge_feats, path_agg=path_agg,
+                      time_encoder=TimeEncoder(4, use_time=use_time))
+    paths = random_paths(B, P, L, num_inst=20, num_edges=15)
+    feat, query = torch.randn(20, D), torch.randn(B, D)
+    edge_feat = torch.randn(15, edge_feats) if edge_feats else None
+    root_times = torch.tensor([60.0, 70.0, 1e8], dtype=torch.float64)
+    out = enc(paths, feat, query, root_times, edge_feat)
+    assert out.shape == (B, P, 8)
+    ref = ref_path_encoder(enc, paths, feat, query, root_times, edge_feat)
+    assert torch.allclose(out, ref, atol=1e-5)
+    # Per-hop feature tensors (path_inputs='bfs') read the same rows here.
+    assert torch.allclose(enc(paths, [feat, feat], query, root_times, edge_feat), out)
+    if edge_feats:  # edge features already gathered per slot
+        per_slot = edge_feat[paths.eids.clamp(min=0)]
+        assert torch.allclose(enc(paths, feat, query, root_times, per_slot), out)
+    assert torch.allclose(enc.fc2(enc(paths, feat, query, root_times, edge_feat,
+                                      project=False)), out, atol=1e-6)
+
+
+def test_path_encoder_ignores_masked_slots():
+    torch.manual_seed(0)
+    B, P, L, D = 2, 5, 3, 6
+    enc = PathEncoder(D, 8, num_heads=2, edge_feats=3, time_feats=4).eval()
+    paths = random_paths(B, P, L, num_inst=20, num_edges=15, p_empty=0.5)
+    feat, query, ef = torch.randn(21, D), torch.randn(B, D), torch.randn(16, 3)
+    rt = torch.tensor([60.0, 70.0], dtype=torch.float64)
+    out = enc(paths, feat, query, rt, ef)
+    # Point every masked slot at a spare row / edge with wild features and times.
+    m = paths.mask
+    paths2 = PathBatch(nodes=paths.nodes, eids=paths.eids.masked_fill(~m, 15),
+                       ts=paths.ts.masked_fill(~m, -3e7), mask=m,
+                       src_index=paths.src_index.masked_fill(~m, 20))
+    feat2, ef2 = feat.clone(), ef.clone()
+    feat2[20], ef2[15] = 1e3, -1e3
+    assert torch.allclose(enc(paths2, feat2, query, rt, ef2), out, atol=1e-6)
+
+
+# --------------------------------------------------------------------- PathAggregator
+@pytest.mark.parametrize("paths_agg", ["attn", "mean"])
+def test_path_aggregator_reference_empty_roots_and_fold(paths_agg):
+    torch.manual_seed(0)
+    B, P, D = 3, 5, 8
+    agg = PathAggregator(D, 6, num_heads=2, paths_agg=paths_agg)
+    r, q = torch.randn(B, P, D), torch.randn(B, D)
+    mask = torch.rand(B, P) < 0.6
+    mask[0] = False
+    mask[1, 0] = True
+    out = agg(r, q, mask)
+    assert out.shape == (B, 6) and torch.equal(out[0], torch.zeros(6))
+    for b in (1, 2):
+        rb = r[b, mask[b]]
+        if paths_agg == "attn":
+            H, dk = 2, D // 2
+            qq = (agg.fc_q.weight @ q[b]).view(H, dk)
+            k = (rb @ agg.fc_k.weight.t()).view(-1, H, dk)
+            a = torch.softmax((k * qq).sum(-1) / math.sqrt(dk), dim=0)  # [n, H]
+            pooled = (a.t() @ rb).reshape(-1)
+        else:
+            pooled = rb.mean(0)
+        assert torch.allclose(out[b], agg.fc_o(pooled), atol=1e-5)
+    # Folding an affine map of the path features into the aggregator is exact.
+    lin = torch.nn.Linear(7, D)
+    u = torch.randn(B, P, 7)
+    assert torch.allclose(agg(u, q, mask, path_proj=lin), agg(lin(u), q, mask), atol=1e-5)
+
+
+def test_validation_of_modes():
+    with pytest.raises(ValueError):
+        PathEncoder(4, 4, path_agg="max")
+    with pytest.raises(ValueError):
+        PathAggregator(4, 4, paths_agg="sum")
+    with pytest.raises(ValueError):
+        PathAggregator(5, 4, num_heads=2)
