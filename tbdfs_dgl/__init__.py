@@ -1,9 +1,29 @@
 """tbdfs-dgl: the tBDFS temporal graph neural network for DGL, on a C++ temporal sampler."""
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
 
-from .batch import PathBatch, TemporalBatch
-from .graph import TemporalGraph
-from .model import TBDFSModel
-from .sampler import TemporalSampler
+# Imported on first use, so that `tbdfs_dgl.data` (numpy/pandas only) and `tbdfs_dgl.nn`
+# load without the compiled sampler, and `import tbdfs_dgl` stays cheap.
+_LAZY = {
+    "PathBatch": ".batch",
+    "TemporalBatch": ".batch",
+    "TemporalGraph": ".graph",
+    "TemporalSampler": ".sampler",
+    "TBDFSModel": ".model",
+}
 
-__all__ = ["PathBatch", "TemporalBatch", "TemporalGraph", "TemporalSampler", "TBDFSModel"]
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tbdfs_dgl' has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(list(globals()) + __all__)

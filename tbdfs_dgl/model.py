@@ -281,7 +281,9 @@ class TBDFSModel(nn.Module):
         if paths.num_hops != L or paths.num_roots != B:
             raise ValueError(f"paths are {tuple(paths.mask.shape)}, expected [B={B}, P, L={L}]")
         if self.path_inputs == "raw":
-            feat, query = hs[0], hs[0][:B]
+            # Without node inputs h^(0) is all zeros: skip its (wide) share of the work.
+            feat = hs[0] if self.node_proj is not None else None
+            query = hs[0][:B]
         else:
             # Hop h (1..L) is a source of blocks[L-h], where h^(L-h) is defined; the root
             # is a source of blocks[L-1] (the roots lead every block's sources).

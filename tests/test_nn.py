@@ -240,6 +240,10 @@ def test_path_encoder_matches_reference(path_agg, edge_feats, use_time):
         assert torch.allclose(enc(paths, feat, query, root_times, per_slot), out)
     assert torch.allclose(enc.fc2(enc(paths, feat, query, root_times, edge_feat,
                                       project=False)), out, atol=1e-6)
+    # feat=None stands for all-zero node inputs and skips their terms.
+    zeros = torch.zeros_like(feat)
+    assert torch.allclose(enc(paths, None, query, root_times, edge_feat),
+                          enc(paths, zeros, query, root_times, edge_feat), atol=1e-6)
 
 
 def test_path_encoder_ignores_masked_slots():

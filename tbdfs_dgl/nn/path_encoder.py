@@ -147,7 +147,7 @@ class PathEncoder(nn.Module):
     def _slot_inputs(
         self,
         paths: "PathBatch",
-        feat: Union[torch.Tensor, Sequence[torch.Tensor]],
+        feat: Optional[Union[torch.Tensor, Sequence[torch.Tensor]]],
         root_times: torch.Tensor,
         edge_feat: Optional[torch.Tensor],
     ) -> List[Tuple[torch.Tensor, slice]]:
@@ -158,13 +158,16 @@ class PathEncoder(nn.Module):
         # the zero weights below discard (cheaper than masking the wide tensors).
         mask = paths.mask
         idx = paths.src_index.masked_fill(~mask, 0)
-        if isinstance(feat, torch.Tensor):
-            node = feat[idx.reshape(-1)].view(B, P, L, D)
+        parts = []
+        if feat is None:
+            pass  # all-zero node inputs (a featureless graph): their terms vanish
+        elif isinstance(feat, torch.Tensor):
+            parts.append((feat[idx.reshape(-1)].view(B, P, L, D), slice(0, D)))
         else:
             if len(feat) != L:
                 raise ValueError(f"feat has {len(feat)} per-hop tensors, paths have {L} hops")
-            node = torch.stack([f[idx[..., h]] for h, f in enumerate(feat)], dim=2)
-        parts = [(node, slice(0, D))]
+            parts.append((torch.stack([f[idx[..., h]] for h, f in enumerate(feat)], dim=2),
+                          slice(0, D)))
         if edge_feat is not None and E and edge_feat.numel():
             if edge_feat.shape[-1] != E:
                 raise ValueError(f"edge_feat has width {edge_feat.shape[-1]}, the module "
@@ -177,7 +180,7 @@ class PathEncoder(nn.Module):
             else:
                 eids = paths.eids.masked_fill(~mask, 0).reshape(-1)
                 x = edge_feat[eids].view(B, P, L, E)
-            parts.append((x.to(node.dtype), slice(D, D + E)))
+            parts.append((x.float(), slice(D, D + E)))
         if T:
             # Gap to the ROOT's query time, in float64 until the encoder's cosine.
             dt = root_times.to(torch.float64).view(B, 1, 1) - paths.ts.to(torch.float64)
@@ -188,7 +191,7 @@ class PathEncoder(nn.Module):
     def forward(
         self,
         paths: "PathBatch",
-        feat: Union[torch.Tensor, Sequence[torch.Tensor]],
+        feat: Optional[Union[torch.Tensor, Sequence[torch.Tensor]]],
         query_feat: torch.Tensor,
         root_times: torch.Tensor,
         edge_feat: Optional[torch.Tensor] = None,
@@ -200,10 +203,12 @@ class PathEncoder(nn.Module):
         ----------
         paths : PathBatch
             ``[B, P, L]`` path tensors (``src_index``, ``eids``, ``ts``, ``mask`` are read).
-        feat : torch.Tensor or sequence of torch.Tensor
+        feat : torch.Tensor or sequence of torch.Tensor or None
             Node features of the path hops: one ``[N, in_feats]`` tensor indexed by
             ``paths.src_index`` for every hop, or ``L`` tensors where ``feat[h]`` is indexed
             by ``paths.src_index[..., h]`` (hop ``h + 1``).
+            ``None`` stands for all-zero node inputs (featureless graphs), whose terms
+            are skipped.
         query_feat : torch.Tensor
             ``[B, in_feats]`` features :math:`h_i` of the roots (query and hop 0).
         root_times : torch.Tensor
