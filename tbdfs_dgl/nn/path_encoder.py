@@ -248,8 +248,9 @@ class PathEncoder(nn.Module):
             # q~ = W_K^T q / sqrt(dk), [B, H, key_in]: scores become raw-input dot products.
             q_pull = torch.einsum("bhd,hdw->bhw", q.view(B, H, dk), wk) / math.sqrt(dk)
             s_root = sum(torch.einsum("bw,bhw->bh", x, q_pull[..., c]) for x, c in root_parts)
-            s_slot = sum(torch.bmm(x.view(B, P * L, -1), q_pull[..., c].transpose(1, 2))
-                         for x, c in parts).view(B, P, L, H)
+            # Slots with no input at all (no node, edge or time parts) score 0.
+            s_slot = sum((torch.bmm(x.view(B, P * L, -1), q_pull[..., c].transpose(1, 2))
+                          for x, c in parts), q.new_zeros(B, P * L, H)).view(B, P, L, H)
             scores = torch.cat([s_root.view(B, 1, 1, H).expand(B, P, 1, H), s_slot], dim=2)
             present = torch.cat([mask.new_ones(B, P, 1), mask], dim=2).unsqueeze(-1)
             # The root is always present, so no row is all-masked here.
