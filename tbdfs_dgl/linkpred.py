@@ -288,7 +288,9 @@ class LinkPredictionTrainer:
         self.model_kwargs = model_kwargs or {}
         self.log = log
         self.negatives = NegativeSampler(data)
-        time_rule = getattr(model, "time_rule", "strict")
+        # Always strict, even for the "-time" ablation (whose model asks for 'inclusive'):
+        # an inclusive sampler would show every query its own interaction, a label leak.
+        time_rule = "strict"
         threads = config.num_threads
         if threads is None and config.prefetch:
             threads = 1  # the model's own threads run beside the prefetching sampler

@@ -181,6 +181,9 @@ class TBDFSModel(nn.Module):
 
         ``'strict'`` (edges with :math:`t_e < t`) normally; ``'inclusive'``
         (:math:`t_e \\le t`) with ``use_time=False``, the paper's "−time" ablation.
+        For link prediction keep ``'strict'`` regardless: with ``'inclusive'`` a query
+        (u, v, t) would see its own interaction among u's neighbours, so
+        :class:`~tbdfs_dgl.linkpred.LinkPredictionTrainer` always samples strictly.
         """
         return "strict" if self.use_time else "inclusive"
 
