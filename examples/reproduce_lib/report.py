@@ -1,0 +1,590 @@
+"""The report: ``results.md`` (paper-layout tables, ablation, sweep, settings, timings,
+findings), ``alpha_sweep.png`` and ``training_curves.png``, all computed from the results
+file, so a grid finished across several sessions is reported the same way."""
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .grid import (ABLATIONS, BUDGETS, DATASET_NOTES, DATASETS, MAIN_METHODS, SWEEP_ALPHAS,
+                   VARIANTS, sweep_variant, variant_by_name)
+
+__all__ = ["Results", "paired_ttest", "write_report", "render_markdown", "plot_alpha_sweep",
+           "plot_training_curves"]
+
+METRICS = (("accuracy", "Accuracy"), ("f1", "F1"), ("ap", "AP"), ("auc", "ROC-AUC"))
+SETTINGS = ("transductive", "inductive")
+SIGNIFICANCE = 0.05
+#: Ablations that remove a part of tBDFS (path attention, paths attention, time, the BFS
+#: branch, the DFS branch).
+REMOVALS = ("path-avg", "paths-avg", "no-time", "dfs", "tgat")
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def paired_ttest(a: Dict[int, float], b: Dict[int, float]) -> Dict[str, Any]:
+    """Two-tailed paired t-test of ``a - b`` over the seeds both have (scipy.stats.ttest_rel).
+
+    Returns ``n``, ``diff`` (mean of a - b), ``t`` and ``p``; ``p`` is None with fewer than
+    two pairs or when every difference is equal (the test is undefined then).
+    """
+    seeds = sorted(s for s in a if s in b and _finite(a[s]) and _finite(b[s]))
+    x = np.array([a[s] for s in seeds], float)
+    y = np.array([b[s] for s in seeds], float)
+    out: Dict[str, Any] = {"n": len(seeds), "diff": float(np.mean(x - y)) if seeds else None,
+                           "t": None, "p": None}
+    if len(seeds) < 2:
+        return out
+    d = x - y
+    if np.allclose(d, d[0], rtol=0, atol=1e-12):
+        return out
+    from scipy.stats import ttest_rel
+
+    res = ttest_rel(x, y)
+    out["t"], out["p"] = float(res.statistic), float(res.pvalue)
+    return out
+
+
+def _significant(test: Dict[str, Any]) -> bool:
+    return test["p"] is not None and test["p"] < SIGNIFICANCE
+
+
+class Results:
+    """The records of one budget, indexed for the report."""
+
+    def __init__(self, records: Iterable[Dict[str, Any]], budget: str) -> None:
+        self.budget = budget
+        self.records = [r for r in records if r.get("budget") == budget]
+        self.by: Dict[Tuple[str, str], Dict[int, Dict[str, Any]]] = defaultdict(dict)
+        for r in self.records:
+            self.by[(r["dataset"], r["variant"])].setdefault(int(r["seed"]), r)
+
+    def values(self, dataset: str, variant: str, metric: str = "ap",
+               setting: str = "transductive", seeds: Optional[Iterable[int]] = None
+               ) -> Dict[int, float]:
+        """seed -> test metric (finite values only)."""
+        runs = self.by.get((dataset, variant), {})
+        keep = None if seeds is None else set(seeds)
+        out = {}
+        for s, r in runs.items():
+            if keep is not None and s not in keep:
+                continue
+            v = (r.get("test") or {}).get(setting, {}).get(metric)
+            if _finite(v):
+                out[s] = float(v)
+        return out
+
+    def datasets(self) -> List[str]:
+        extra = sorted({d for d, _ in self.by} - set(DATASETS))
+        return list(DATASETS) + extra
+
+
+# ---------------------------------------------------------------------------- formatting
+def _fmt(vals: Dict[int, float], expected: Optional[int], bold: bool = False,
+         mark: str = "") -> str:
+    if not vals:
+        return "n/a"
+    x = np.array(list(vals.values())) * 100
+    s = f"{x.mean():.2f}" if len(x) < 2 else f"{x.mean():.2f} ± {x.std(ddof=1):.2f}"
+    if bold:
+        s = f"**{s}**"
+    s += mark
+    if expected is not None and len(x) < expected:
+        s += f" (n={len(x)})"
+    elif expected is None and len(x) == 1:
+        s += " (n=1)"
+    return s
+
+
+def _fmt_p(test: Dict[str, Any]) -> str:
+    if test["p"] is None:
+        return "n/a" if test["n"] < 2 else "undefined"
+    p = test["p"]
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def _fmt_diff(test: Dict[str, Any]) -> str:
+    return "n/a" if test["diff"] is None else f"{100 * test['diff']:+.2f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _label(variant: str) -> str:
+    try:
+        return variant_by_name(variant).label
+    except KeyError:
+        return variant
+
+
+# ---------------------------------------------------------------------------- sections
+def _main_tables(res: Results, expected: Optional[int]) -> str:
+    out = []
+    for setting in SETTINGS:
+        for metric, mname in METRICS:
+            header = ["dataset"] + [_label(m) for m in MAIN_METHODS] + \
+                     ["Δ tBDFS − TGAT", "p (paired t)", "pairs"]
+            rows = []
+            for d in res.datasets():
+                vals = {m: res.values(d, m, metric, setting) for m in MAIN_METHODS}
+                test = paired_ttest(vals["tbdfs"], vals["tgat"])
+                sig = _significant(test)
+                winner = None
+                if sig:
+                    winner = "tbdfs" if test["diff"] > 0 else "tgat"
+                cells = [_fmt(vals[m], expected, bold=(m == winner)) for m in MAIN_METHODS]
+                rows.append([d] + cells + [_fmt_diff(test), _fmt_p(test), str(test["n"])])
+            out.append(f"#### Test {mname}, {setting} (%)\n\n{_table(header, rows)}\n")
+    return "\n".join(out)
+
+
+def _ablation_tables(res: Results, expected: Optional[int]) -> str:
+    out = []
+    for setting in SETTINGS:
+        for metric, mname in (("ap", "AP"), ("accuracy", "Accuracy")):
+            header = ["dataset"] + [_label(v) for v in ABLATIONS]
+            rows = []
+            deltas: Dict[str, List[float]] = defaultdict(list)
+            for d in res.datasets():
+                base = res.values(d, "tbdfs", metric, setting)
+                cells = []
+                for v in ABLATIONS:
+                    vals = res.values(d, v, metric, setting)
+                    mark = ""
+                    if v != "tbdfs":
+                        t = paired_ttest(vals, base)
+                        mark = " †" if _significant(t) else ""
+                        if t["diff"] is not None:
+                            deltas[v].append(100 * t["diff"])
+                    cells.append(_fmt(vals, expected, mark=mark))
+                rows.append([d] + cells)
+            rows.append(["mean Δ vs tBDFS (paired seeds)", "—"] + [
+                (f"{np.mean(deltas[v]):+.2f} ({len(deltas[v])} ds)" if deltas[v] else "n/a")
+                for v in ABLATIONS[1:]])
+            out.append(f"#### Test {mname}, {setting} (%)\n\n{_table(header, rows)}\n")
+    return "\n".join(out)
+
+
+def sweep_values(res: Results, dataset: str, metric: str = "ap",
+                 setting: str = "transductive") -> Dict[float, Dict[int, float]]:
+    """alpha -> seed -> test metric.  The main grid's dfs/tbdfs/tgat runs are the 0, 0.5 and
+    1 points, restricted to the seeds the other sweep points have (so every point averages
+    the same seeds)."""
+    pts = {a: res.values(dataset, sweep_variant(a).name, metric, setting) for a in SWEEP_ALPHAS}
+    shared = {0.0, 0.5, 1.0}
+    own = set().union(*[set(v) for a, v in pts.items() if a not in shared] or [set()])
+    if own:
+        for a in shared:
+            pts[a] = {s: x for s, x in pts[a].items() if s in own}
+    return pts
+
+
+def _sweep_datasets(res: Results) -> List[str]:
+    """Datasets with at least one sweep point of their own (not 0, 0.5 or 1)."""
+    names = {sweep_variant(a).name for a in SWEEP_ALPHAS if a not in (0.0, 0.5, 1.0)}
+    return [d for d in res.datasets() if any((d, n) in res.by for n in names)]
+
+
+def _sweep_table(res: Results, datasets: Sequence[str]) -> str:
+    if not datasets:
+        return "No alpha-sweep results yet.\n"
+    out = []
+    for metric, mname in (("ap", "AP"), ("accuracy", "Accuracy")):
+        header = ["dataset"] + [f"α={a:g}" for a in SWEEP_ALPHAS]
+        rows = []
+        for d in datasets:
+            pts = sweep_values(res, d, metric)
+            means = {a: np.mean(list(v.values())) for a, v in pts.items() if v}
+            best = max(means, key=means.get) if means else None
+            rows.append([d] + [_fmt(pts[a], None, bold=(a == best)) for a in SWEEP_ALPHAS])
+        out.append(f"#### Test {mname}, transductive (%), best mean in bold\n\n"
+                   f"{_table(header, rows)}\n")
+    return "\n".join(out)
+
+
+def _settings_section(res: Results) -> str:
+    lines = []
+    settings = {}
+    for r in res.records:
+        key = repr(sorted((r.get("budget_settings") or {}).items()))
+        settings.setdefault(key, [r.get("budget_settings") or {}, 0])[1] += 1
+    if not settings:
+        b = BUDGETS.get(res.budget)
+        if b is not None:
+            settings[""] = [b.settings(), 0]
+    for s, n in settings.values():
+        if len(settings) > 1:
+            lines.append(f"\n**{n} runs** used these settings:\n")
+        desc = s.get("description")
+        if desc:
+            lines.append(f"{desc}.\n")
+        rows = [[k, f"`{s[k]}`"] for k in (
+            "epochs", "patience", "seeds", "sweep_seeds", "max_events", "max_batches",
+            "batch_size", "lr", "fanouts", "hidden_dim", "time_dim", "num_heads", "dropout",
+            "sweep_datasets") if k in s]
+        lines.append(_table(["setting", "value"], rows))
+    if len(settings) > 1:
+        lines.append("\n**Warning**: runs of this budget were made with different settings; "
+                     "their numbers are pooled above.")
+    lines.append("\nProtocol (every budget): chronological 70/15/15 split of the interactions "
+                 "used; 10% of the nodes first seen after the validation start held out of "
+                 "training (inductive metrics: val/test interactions with an endpoint unseen "
+                 "in training); one uniformly drawn negative destination per positive; Adam, "
+                 "binary cross-entropy; early stopping on validation AP; the test uses the "
+                 "best epoch's weights. `max_events` keeps the first N interactions of each "
+                 "dataset (time order); `max_batches` caps batches per epoch *and* per "
+                 "evaluation. Featureless graphs use zero node inputs (h⁽⁰⁾ = 0, as TGAT); "
+                 "no learnable node embeddings.\n")
+    # data actually used
+    seen: Dict[str, Dict[str, Any]] = {}
+    for r in sorted(res.records, key=lambda r: int(r["seed"])):
+        if r.get("data"):
+            seen.setdefault(r["dataset"], r["data"])
+    if seen:
+        rows = []
+        for d in res.datasets():
+            if d not in seen:
+                continue
+            x = seen[d]
+            sp = x.get("split", {})
+            rows.append([d, DATASET_NOTES.get(d, x.get("source", "")),
+                         f"{x.get('num_edges', 0):,} of {x.get('num_edges_total', 0):,}",
+                         str(x.get("edge_feat_dim", "")),
+                         f"{sp.get('train', '')} / {sp.get('val', '')} / {sp.get('test', '')}",
+                         f"{sp.get('val_inductive', '')} / {sp.get('test_inductive', '')}"])
+        lines.append("Data used (split sizes of the lowest seed's split; the held-out nodes "
+                     "depend on the seed):\n")
+        lines.append(_table(["dataset", "what", "interactions used", "edge feat",
+                             "train / val / test", "inductive val / test"], rows))
+    codes = defaultdict(int)
+    hosts = defaultdict(int)
+    for r in res.records:
+        c = r.get("code") or {}
+        codes[(c.get("git_commit"), c.get("git_dirty"), c.get("package_sha"))] += 1
+        hosts[(r.get("host"), r.get("cpu_count"), r.get("torch_threads"))] += 1
+    if codes:
+        lines.append("\nCode versions (git commit, uncommitted changes in tbdfs_dgl/csrc, hash "
+                     "of tbdfs_dgl's Python sources): " + "; ".join(
+                         f"`{c}`{' + local changes' if dirty else ''} / `{sha}`: {n} runs"
+                         for (c, dirty, sha), n in codes.items()))
+        if len(codes) > 1:
+            lines.append("\n**Warning**: the runs come from different versions of the package "
+                         "code; differences between methods may partly be code changes.")
+        lines.append("\nMachines (host, CPUs, torch threads): " + "; ".join(
+            f"{h} / {c} / {t}: {n} runs" for (h, c, t), n in hosts.items()))
+    return "\n".join(lines) + "\n"
+
+
+def _timing_section(res: Results) -> str:
+    if not res.records:
+        return "No runs yet.\n"
+    total = sum(r.get("wall_seconds") or 0 for r in res.records)
+    lines = [f"{len(res.records)} runs, {total / 3600:.2f} h of wall time in total "
+             f"(time per run includes evaluation; epochs stop early on patience).\n"]
+    rows = []
+    variants = list(VARIANTS) + sorted({v for _, v in res.by} - set(VARIANTS),
+                                       key=lambda v: (len(v), v))
+    for d in res.datasets():
+        for v in variants:
+            runs = list(res.by.get((d, v), {}).values())
+            if not runs:
+                continue
+            w = [r.get("wall_seconds") or 0.0 for r in runs]
+            rows.append([d, _label(v), str(len(runs)), f"{np.mean(w):.1f}",
+                         f"{np.mean([r.get('epochs_run') or 0 for r in runs]):.1f}",
+                         f"{np.mean([r.get('best_epoch', -1) for r in runs]):.1f}",
+                         f"{np.mean([r.get('seconds_per_epoch') or 0 for r in runs]):.1f}",
+                         f"{np.mean([r.get('batches_per_epoch') or 0 for r in runs]):.0f}"])
+    lines.append(_table(["dataset", "variant", "runs", "s/run", "epochs run", "best epoch",
+                         "s/epoch (train+val)", "batches/epoch"], rows))
+    per = []
+    for r in sorted(res.records, key=lambda r: (r["dataset"], r["variant"], r["seed"])):
+        ap = ((r.get("test") or {}).get("transductive") or {}).get("ap")
+        per.append([r["dataset"], r["variant"], str(r["seed"]),
+                    f"{r.get('wall_seconds') or 0.0:.1f}",
+                    str(r.get("epochs_run", "")), str(r.get("best_epoch", "")),
+                    f"{r.get('seconds_per_epoch') or 0:.1f}",
+                    "n/a" if not _finite(ap) else f"{100 * ap:.2f}",
+                    str(r.get("finished_at", ""))])
+    lines.append("\n<details><summary>Every run</summary>\n")
+    lines.append(_table(["dataset", "variant", "seed", "wall s", "epochs", "best epoch",
+                         "s/epoch", "test AP (%)", "finished (UTC)"], per))
+    lines.append("\n</details>\n")
+    return "\n".join(lines)
+
+
+def findings(res: Results) -> List[str]:
+    """Neutral statements computed from the numbers."""
+    out: List[str] = []
+    # 1. tBDFS vs TGAT
+    for setting in SETTINGS:
+        up, down, ns, parts = [], [], [], []
+        for d in res.datasets():
+            a, b = res.values(d, "tbdfs", "ap", setting), res.values(d, "tgat", "ap", setting)
+            t = paired_ttest(a, b)
+            if t["n"] == 0:
+                continue
+            if t["p"] is None:
+                parts.append(f"{d}: Δ {_fmt_diff(t)} over {t['n']} paired seed(s), no test")
+                ns.append(d)
+                continue
+            verdict = "significant" if _significant(t) else "not significant"
+            parts.append(f"{d}: Δ {_fmt_diff(t)} points (p = {_fmt_p(t)}, n = {t['n']}, "
+                         f"{verdict})")
+            (up if _significant(t) and t["diff"] > 0 else
+             down if _significant(t) else ns).append(d)
+        if parts:
+            out.append(f"**tBDFS vs TGAT, test AP ({setting})**: tBDFS is significantly higher "
+                       f"(paired t, 95%) on {len(up)} dataset(s){_list(up)}, significantly "
+                       f"lower on {len(down)}{_list(down)}, and not significantly different "
+                       f"or untestable on {len(ns)}{_list(ns)}. " + "; ".join(parts) + ".")
+    # 2. alpha sweep
+    for d in _sweep_datasets(res):
+        pts = sweep_values(res, d, "ap")
+        means = {a: float(np.mean(list(v.values()))) for a, v in pts.items() if v}
+        if len(means) < 2:
+            continue
+        best = max(means, key=means.get)
+        kind = "interior (0 < α < 1)" if 0.0 < best < 1.0 else "an endpoint"
+        cmp = []
+        for end in (0.0, 1.0):
+            if end != best and pts.get(end):
+                t = paired_ttest(pts[best], pts[end])
+                cmp.append(f"vs α={end:g}: Δ {_fmt_diff(t)} (p = {_fmt_p(t)}, n = {t['n']})")
+        spread = 100 * (max(means.values()) - min(means.values()))
+        out.append(f"**Alpha sweep, {d}**: the best mean test AP is at α = {best:g} "
+                   f"({100 * means[best]:.2f}), {kind}; {len(means)} of {len(SWEEP_ALPHAS)} "
+                   f"points have results; max − min of the means is {spread:.2f} points"
+                   + ("; " + "; ".join(cmp) if cmp else "") + ".")
+    # 3. ablations: what removing a part costs (official inputs and learned alpha are
+    # alternatives, not removals, and are reported beside them)
+    drops: Dict[str, List[Tuple[str, float, bool]]] = defaultdict(list)
+    for d in res.datasets():
+        base = res.values(d, "tbdfs", "ap")
+        for v in ABLATIONS[1:]:
+            t = paired_ttest(res.values(d, v, "ap"), base)
+            if t["diff"] is not None:
+                drops[v].append((d, 100 * t["diff"], _significant(t)))
+    if drops:
+        avg = {v: float(np.mean([x[1] for x in xs])) for v, xs in drops.items()}
+
+        def desc(vs: Sequence[str]) -> str:
+            return ", ".join(f"{_label(v)} {avg[v]:+.2f} ({len(drops[v])} dataset(s), "
+                             f"{sum(x[2] for x in drops[v])} significant)" for v in vs)
+
+        removals = sorted((v for v in avg if v in REMOVALS), key=avg.get)
+        others = sorted((v for v in avg if v not in REMOVALS), key=avg.get)
+        if removals:
+            worst = removals[0]
+            head = (f"the largest mean drop is {_label(worst)} ({avg[worst]:+.2f} points)"
+                    if avg[worst] < 0 else "none of them lowers the mean test AP")
+            out.append(f"**Ablations (test AP, transductive, change vs tBDFS in points, mean "
+                       f"over datasets with paired seeds)**: {head}. Removals: "
+                       f"{desc(removals)}." + (f" Alternatives: {desc(others)}." if others
+                                               else ""))
+        elif others:
+            out.append(f"**Alternatives to tBDFS (test AP, transductive, change vs tBDFS)**: "
+                       f"{desc(others)}.")
+        per_ds = []
+        for d in res.datasets():
+            cand = [(v, x[1]) for v, xs in drops.items() if v in REMOVALS
+                    for x in xs if x[0] == d]
+            if cand:
+                v, x = min(cand, key=lambda c: c[1])
+                per_ds.append(f"{d}: {_label(v)} ({x:+.2f})")
+        if per_ds:
+            out.append("Per dataset, the removal with the lowest test AP relative to tBDFS: "
+                       + "; ".join(per_ds) + ".")
+    return out
+
+
+def _list(xs: Sequence[str]) -> str:
+    return f" ({', '.join(xs)})" if xs else ""
+
+
+# ---------------------------------------------------------------------------- plots
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_alpha_sweep(res: Results, path: os.PathLike) -> Path:
+    """Test AP and accuracy (transductive) against alpha, mean ± std band per dataset."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    datasets = _sweep_datasets(res)
+    for ax, (metric, mname) in zip(axes, (("ap", "AP"), ("accuracy", "Accuracy"))):
+        for d in datasets:
+            pts = sweep_values(res, d, metric)
+            xs = [a for a in SWEEP_ALPHAS if pts[a]]
+            if not xs:
+                continue
+            m = np.array([np.mean(list(pts[a].values())) for a in xs]) * 100
+            s = np.array([np.std(list(pts[a].values()), ddof=1) if len(pts[a]) > 1 else 0.0
+                          for a in xs]) * 100
+            line, = ax.plot(xs, m, marker="o", label=d)
+            ax.fill_between(xs, m - s, m + s, alpha=0.2, color=line.get_color())
+        ax.set_xlabel("α (weight of BFS; 1 = TGAT, 0 = DFS only)")
+        ax.set_ylabel(f"test {mname}, transductive (%)")
+        ax.set_xticks(SWEEP_ALPHAS)
+        ax.grid(alpha=0.3)
+        if not datasets:
+            ax.text(0.5, 0.5, "no alpha-sweep results yet", ha="center", va="center",
+                    transform=ax.transAxes)
+        elif ax is axes[0]:
+            ax.legend()
+    fig.suptitle(f"Alpha sweep (budget {res.budget}; mean ± std over seeds)")
+    fig.tight_layout()
+    return _save(fig, path, plt)
+
+
+def plot_training_curves(res: Results, path: os.PathLike) -> Path:
+    """Validation AP per epoch, mean over seeds, one panel per dataset, one line per variant."""
+    plt = _plt()
+    datasets = [d for d in res.datasets() if any((d, v) in res.by for v in VARIANTS)]
+    n = max(1, len(datasets))
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    colors = {v: plt.get_cmap("tab10")(i % 10) for i, v in enumerate(VARIANTS)}
+    shown: Dict[str, Any] = {}
+    for i, d in enumerate(datasets):
+        ax = axes[i // cols][i % cols]
+        for v in VARIANTS:
+            runs = list(res.by.get((d, v), {}).values())
+            curves = [[h.get("val_ap") for h in r.get("history", [])] for r in runs]
+            curves = [[x if _finite(x) else np.nan for x in c] for c in curves if c]
+            if not curves:
+                continue
+            L = max(len(c) for c in curves)
+            arr = np.full((len(curves), L), np.nan)
+            for j, c in enumerate(curves):
+                arr[j, :len(c)] = c
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                m = np.nanmean(arr, axis=0) * 100
+            line, = ax.plot(np.arange(L), m, marker="o", markersize=3, color=colors[v],
+                            label=_label(v))
+            shown.setdefault(v, line)
+        ax.set_title(d)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("val AP (%)")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+    for j in range(len(datasets), rows * cols):
+        ax = axes[j // cols][j % cols]
+        if not datasets and j == 0:
+            ax.text(0.5, 0.5, "no results yet", ha="center", va="center", transform=ax.transAxes)
+        else:
+            ax.axis("off")
+    if shown:
+        order = [v for v in VARIANTS if v in shown]
+        fig.legend([shown[v] for v in order], [_label(v) for v in order], loc="lower center",
+                   ncol=min(8, len(order)), fontsize="small")
+    fig.suptitle(f"Validation AP (transductive) per epoch, mean over seeds (budget "
+                 f"{res.budget})")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return _save(fig, path, plt)
+
+
+def _save(fig: Any, path: os.PathLike, plt: Any) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.stem}.tmp{p.suffix}")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, p)
+    return p
+
+
+# ---------------------------------------------------------------------------- report
+def render_markdown(res: Results, expected_seeds: Optional[int], results_path: str,
+                    sweep_png: str, curves_png: str, command: str = "") -> str:
+    n_runs = len(res.records)
+    grid_runs = sum(1 for d, v in res.by if v in VARIANTS)
+    parts = [
+        "# tBDFS reproduction: results",
+        "",
+        f"Generated by `examples/reproduce.py` from `{results_path}` (budget **{res.budget}**, "
+        f"{n_runs} runs); do not edit by hand. Regenerate with `"
+        + (command or f"python examples/reproduce.py --budget {res.budget} --report-only")
+        + "`.",
+        "",
+        "Singer et al., *Temporal Graph Neural Network with BFS and DFS* (tBDFS, AAAI 2022): "
+        "tBDFS blends a TGAT (BFS) embedding with a temporal-path (DFS) embedding, "
+        "h = α·h_BFS + (1 − α)·h_DFS. TGAT is α = 1.",
+        "",
+        "Cells are mean ± sample std over seeds, in %. `(n=k)` marks cells with fewer seeds "
+        f"than the budget's {expected_seeds}; `n/a` marks missing runs. In the main tables the "
+        "better of tBDFS and TGAT is **bold** when they differ by a two-tailed paired t-test "
+        "over seeds at 95% (scipy.stats.ttest_rel; same seed = same split, negatives and "
+        "sampler seed); Δ is tBDFS − TGAT in points. In the ablation tables † marks a variant "
+        "that differs from tBDFS by the same test.",
+        "",
+        "## Findings",
+        "",
+    ]
+    fs = findings(res)
+    parts += [f"- {f}" for f in fs] if fs else [
+        "- Nothing to compare yet (no paired tBDFS/TGAT, sweep or ablation results)."]
+    if res.budget != "full":
+        parts += ["", f"These numbers come from the **{res.budget}** budget, a scaled-down "
+                  "protocol (see Settings); they are not the paper's full protocol."]
+    parts += ["", "## Main results (paper layout: rows = datasets, columns = methods)", "",
+              _main_tables(res, expected_seeds),
+              "## Ablations", "",
+              "Columns: tBDFS (α = 0.5); path-avg: mean along each path; paths-avg: mean over "
+              "a root's paths; -time: no time encoding; official inputs: path nodes take the "
+              "BFS-layer embeddings (the official code's choice); learned α: a per-root gate; "
+              "DFS only: α = 0; TGAT: α = 1.", "",
+              _ablation_tables(res, expected_seeds),
+              "## Alpha sweep (paper Figure 2)", "",
+              f"![alpha sweep]({sweep_png})", "",
+              "α = 0, 0.5 and 1 are the main grid's DFS-only, tBDFS and TGAT runs, restricted "
+              "to the sweep's seeds.", "",
+              _sweep_table(res, _sweep_datasets(res)),
+              "## Training curves", "", f"![training curves]({curves_png})", "",
+              "## Settings", "", _settings_section(res),
+              "## Time per run", "", _timing_section(res)]
+    if grid_runs == 0 and n_runs == 0:
+        parts.append("\n(No runs of this budget in the results file yet.)\n")
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def write_report(records: Sequence[Dict[str, Any]], budget: str, out_dir: os.PathLike,
+                 results_path: os.PathLike, expected_seeds: Optional[int] = None,
+                 report_name: str = "results.md", command: str = "") -> Dict[str, Path]:
+    """Write ``results.md``, ``alpha_sweep.png`` and ``training_curves.png`` into
+    ``out_dir``; return their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    res = Results(records, budget)
+    if expected_seeds is None and budget in BUDGETS:
+        expected_seeds = BUDGETS[budget].seeds
+    sweep = plot_alpha_sweep(res, out / "alpha_sweep.png")
+    curves = plot_training_curves(res, out / "training_curves.png")
+    report = out / report_name
+    try:
+        rel_results = os.path.relpath(results_path, out)
+    except ValueError:
+        rel_results = str(results_path)
+    md = render_markdown(res, expected_seeds, rel_results, sweep.name, curves.name, command)
+    tmp = report.with_name(f".{report.name}.tmp")
+    tmp.write_text(md, encoding="utf-8")
+    os.replace(tmp, report)
+    return {"report": report, "alpha_sweep": sweep, "training_curves": curves}

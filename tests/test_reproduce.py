@@ -1,0 +1,254 @@
+"""examples/reproduce.py: the smoke grid, resuming, the results file and the report."""
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+for p in (ROOT, ROOT / "examples"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+
+import reproduce  # noqa: E402
+from reproduce_lib import grid as G  # noqa: E402
+from reproduce_lib import report as R  # noqa: E402
+from reproduce_lib import runner  # noqa: E402
+from reproduce_lib.store import ResultsStore  # noqa: E402
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _lines(path: Path):
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+# ---------------------------------------------------------------------------- grid
+def test_grid_sizes_and_sharing():
+    b = G.BUDGETS["session"]
+    specs = G.make_grid(b)
+    keys = [s.key for s in specs]
+    assert len(keys) == len(set(keys))
+    main = len(G.DATASETS) * len(G.VARIANTS) * b.seeds
+    sweep_own = len(b.sweep_datasets) * (len(G.SWEEP_ALPHAS) - 3) * b.sweep_seeds
+    assert len(specs) == main + sweep_own
+    # the sweep's 0 / 0.5 / 1 points are the main grid's dfs / tbdfs / tgat runs
+    shared = [s for s in specs if "sweep" in s.sections and "main" in s.sections]
+    assert {s.variant.name for s in shared} == {"dfs", "tbdfs", "tgat"}
+    assert G.sweep_variant(0.3).model_kwargs["alpha"] == 0.3
+    assert G.variant_by_name("alpha-0.3").name == "alpha-0.3"
+    assert G.VARIANTS["tgat"].alpha == 1.0 and G.VARIANTS["dfs"].alpha == 0.0
+    assert G.VARIANTS["no-time"].model_kwargs["use_time"] is False
+    assert G.VARIANTS["official-inputs"].model_kwargs["path_inputs"] == "bfs"
+    # restricting
+    few = G.make_grid(b, ["collegemsg"], ["tbdfs", "tgat"], [0], sweep=False)
+    assert [s.key for s in few] == [("collegemsg", "tbdfs", 0, "session"),
+                                    ("collegemsg", "tgat", 0, "session")]
+    # overrides change the budget's name, so such runs never mix with the preset's
+    assert G.with_overrides(b, epochs=b.epochs).name == "session"
+    assert G.with_overrides(b, epochs=2).name == "session[epochs=2]"
+
+
+# ---------------------------------------------------------------------------- smoke + resume
+def test_smoke_grid_writes_results_and_resumes(tmp_path, monkeypatch):
+    args = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "tbdfs,tgat",
+            "--out-dir", str(tmp_path), "--no-progress", "--quiet"]
+    assert reproduce.main(args) == 0
+    results = tmp_path / "results" / "runs.jsonl"
+    recs = _lines(results)
+    assert sorted((r["dataset"], r["variant"], r["seed"], r["budget"]) for r in recs) == [
+        ("synthetic", "tbdfs", 0, "smoke"), ("synthetic", "tgat", 0, "smoke")]
+    for r in recs:
+        for setting in ("transductive", "inductive"):
+            assert set(r["test"][setting]) >= {"accuracy", "f1", "ap", "auc", "count"}
+        assert r["epochs_run"] == 1 and r["best_epoch"] == 0
+        assert len(r["history"]) == 1 and "val_ap" in r["history"][0]
+        assert r["wall_seconds"] > 0 and r["seconds_per_epoch"] > 0
+        assert r["budget_settings"]["max_batches"] == 2
+        assert r["model_kwargs"]["alpha"] == (1.0 if r["variant"] == "tgat" else 0.5)
+    assert (tmp_path / "results.md").exists()
+    assert (tmp_path / "alpha_sweep.png").read_bytes()[:8] == PNG
+    assert (tmp_path / "training_curves.png").read_bytes()[:8] == PNG
+
+    # a rerun skips both finished runs
+    def boom(*a, **k):
+        raise AssertionError("a finished run was run again")
+
+    monkeypatch.setattr(runner, "run_one", boom)
+    assert reproduce.main(args) == 0
+    assert len(_lines(results)) == 2
+
+
+def _fake_record(spec, **extra):
+    rec = {"dataset": spec.dataset, "variant": spec.variant.name, "seed": spec.seed,
+           "budget": spec.budget.name, "wall_seconds": 0.1, "epochs_run": 1, "best_epoch": 0,
+           "history": [{"epoch": 0, "val_ap": 0.5}],
+           "test": {s: {"accuracy": 0.5, "f1": 0.5, "ap": 0.5, "auc": 0.5, "count": 1}
+                    for s in ("transductive", "inductive")}}
+    rec.update(extra)
+    return rec
+
+
+def test_interrupt_keeps_finished_runs_only(tmp_path, monkeypatch):
+    calls = []
+    interrupt = [True]
+
+    def fake(spec, data_dir=None, log=print):
+        calls.append(spec.key)
+        if len(calls) == 2 and interrupt[0]:
+            interrupt[0] = False
+            raise KeyboardInterrupt
+        return _fake_record(spec)
+
+    monkeypatch.setattr(runner, "run_one", fake)
+    args = ["--budget", "smoke", "--datasets", "synthetic,collegemsg", "--variants",
+            "tbdfs,tgat", "--out-dir", str(tmp_path), "--no-progress", "--no-report"]
+    assert reproduce.main(args) == 130
+    results = tmp_path / "results" / "runs.jsonl"
+    assert [r["variant"] for r in _lines(results)] == ["tbdfs"]
+    calls.clear()
+    assert reproduce.main(args) == 0
+    assert len(calls) == 3 and ("synthetic", "tbdfs", 0, "smoke") not in calls
+    assert len(_lines(results)) == 4
+
+
+def test_failed_run_is_not_recorded(tmp_path, monkeypatch):
+    def fake(spec, data_dir=None, log=print):
+        if spec.variant.name == "tgat":
+            raise FileNotFoundError("no such dataset")
+        return _fake_record(spec)
+
+    monkeypatch.setattr(runner, "run_one", fake)
+    args = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "tbdfs,tgat",
+            "--out-dir", str(tmp_path), "--no-progress", "--no-report"]
+    assert reproduce.main(args) == 1
+    assert [r["variant"] for r in _lines(tmp_path / "results" / "runs.jsonl")] == ["tbdfs"]
+
+
+def test_store_torn_line_and_strict_json(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    store = ResultsStore(path)
+    store.append({"dataset": "a", "variant": "tbdfs", "seed": 0, "budget": "b",
+                  "x": float("nan"), "y": np.float32(1.5), "z": np.arange(2)})
+    with open(path, "a") as fh:
+        fh.write('{"dataset": "a", "variant": "tgat", "se')  # a crash inside a write
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert len(store.load()) == 1
+    store.append({"dataset": "a", "variant": "dfs", "seed": 0, "budget": "b"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        recs = store.load()
+    assert [r["variant"] for r in recs] == ["tbdfs", "dfs"]
+    assert recs[0]["x"] is None and recs[0]["y"] == 1.5 and recs[0]["z"] == [0, 1]
+    assert store.done() == {("a", "tbdfs", 0, "b"), ("a", "dfs", 0, "b")}
+    with pytest.raises(KeyError):
+        store.append({"dataset": "a"})
+
+
+# ---------------------------------------------------------------------------- report
+def _rec(dataset, variant, seed, ap, budget="session", acc=None):
+    m = {"accuracy": ap if acc is None else acc, "f1": ap, "ap": ap, "auc": ap, "count": 100}
+    return {"dataset": dataset, "variant": variant, "seed": seed, "budget": budget,
+            "test": {"transductive": dict(m), "inductive": {**m, "ap": ap - 0.01}},
+            "val": {"transductive": dict(m), "inductive": dict(m)},
+            "wall_seconds": 12.5, "epochs_run": 3, "best_epoch": 1, "seconds_per_epoch": 4.0,
+            "batches_per_epoch": 8,
+            "history": [{"epoch": e, "val_ap": ap - 0.1 + 0.03 * e} for e in range(3)],
+            "budget_settings": G.BUDGETS["session"].settings(),
+            "data": {"num_edges": 3000, "num_edges_total": 60000, "split": {"train": 1400}},
+            "code": {"git_commit": "abc", "git_dirty": False, "package_sha": "123"},
+            "host": "h", "cpu_count": 2, "torch_threads": 2}
+
+
+def _handmade():
+    rng = np.random.default_rng(0)
+    recs = []
+    for s in range(3):
+        base = 0.80 + 0.01 * s
+        # wikipedia: tBDFS clearly and consistently above TGAT -> bold
+        recs.append(_rec("wikipedia", "tgat", s, base))
+        recs.append(_rec("wikipedia", "tbdfs", s, base + 0.05 + 0.001 * rng.standard_normal()))
+        recs.append(_rec("wikipedia", "path-avg", s, base + 0.01))
+        recs.append(_rec("wikipedia", "no-time", s, base - 0.10 + 0.002 * s))
+        # collegemsg: no consistent difference -> not bold
+        recs.append(_rec("collegemsg", "tgat", s, 0.70 + [0.02, -0.03, 0.01][s]))
+        recs.append(_rec("collegemsg", "tbdfs", s, 0.70 + [-0.01, 0.02, 0.00][s]))
+    # email-eu: partial (2 of 3 seeds, tBDFS only)
+    recs += [_rec("email-eu", "tbdfs", s, 0.9) for s in range(2)]
+    # alpha sweep on collegemsg, seeds 0 and 1, peak at 0.3
+    for a in G.SWEEP_ALPHAS:
+        if a in (0.0, 0.5, 1.0):
+            continue
+        for s in range(2):
+            recs.append(_rec("collegemsg", G.sweep_variant(a).name, s,
+                             0.75 - 0.5 * (a - 0.3) ** 2 + 0.002 * s))
+    recs.append(_rec("collegemsg", "dfs", 0, 0.6))
+    # another budget's run must not leak into this report
+    recs.append(_rec("bitcoin-otc", "tbdfs", 0, 0.99, budget="smoke"))
+    return recs
+
+
+def test_paired_ttest_matches_scipy():
+    from scipy.stats import ttest_rel
+
+    a = {0: 0.8, 1: 0.82, 2: 0.79, 3: 0.9}
+    b = {0: 0.7, 1: 0.75, 2: 0.74, 4: 0.1}  # seed 3/4 unpaired: ignored
+    t = R.paired_ttest(a, b)
+    ref = ttest_rel([0.8, 0.82, 0.79], [0.7, 0.75, 0.74])
+    assert t["n"] == 3 and t["p"] == pytest.approx(ref.pvalue) and t["t"] == pytest.approx(
+        ref.statistic)
+    assert R.paired_ttest({0: 0.5}, {0: 0.4})["p"] is None          # one pair
+    assert R.paired_ttest({0: 0.5, 1: 0.6}, {0: 0.4, 1: 0.5})["p"] is None  # constant diff
+
+
+def test_report_from_handmade_results(tmp_path):
+    results = tmp_path / "results" / "runs.jsonl"
+    store = ResultsStore(results)
+    store.extend(_handmade())
+    paths = R.write_report(store.load(), "session", tmp_path, results, expected_seeds=3)
+    md = paths["report"].read_text()
+    for p in ("alpha_sweep", "training_curves"):
+        assert paths[p].read_bytes()[:8] == PNG and paths[p].stat().st_size > 5000
+    # one table per metric and setting, in the paper's layout
+    for metric in ("Accuracy", "F1", "AP", "ROC-AUC"):
+        for setting in ("transductive", "inductive"):
+            assert f"#### Test {metric}, {setting} (%)" in md
+    assert "| dataset | TGAT | DFS only | tBDFS | learned alpha |" in md
+    ap_table = md.split("#### Test AP, transductive (%)")[1].split("####")[0]
+    rows = {line.split("|")[1].strip(): line for line in ap_table.splitlines()
+            if line.startswith("| ") and not line.startswith("| dataset")}
+    # wikipedia: tBDFS significantly above TGAT -> tBDFS bold, TGAT not
+    wiki = [c.strip() for c in rows["wikipedia"].split("|")[1:-1]]
+    assert wiki[3].startswith("**") and not wiki[1].startswith("**")
+    assert wiki[1].startswith("81.00 ± 1.00")
+    # collegemsg: not significant -> nothing bold
+    assert "**" not in rows["collegemsg"]
+    # partial grid: missing cells are n/a, incomplete cells say how many seeds
+    assert "n/a" in rows["bitcoin-otc"] and "99.00" not in md.split("## Settings")[0]
+    assert "(n=2)" in rows["email-eu"]
+    # ablation table with the significance marker, sweep table, settings and timings
+    assert "## Ablations" in md and "| dataset | tBDFS | path-avg |" in md and " †" in md
+    assert "α=0.3" in md and "## Alpha sweep" in md
+    assert "## Settings" in md and "max_events" in md and "## Time per run" in md
+    assert "12.5" in md
+    # findings computed from the numbers
+    f = md.split("## Findings")[1].split("##")[0]
+    assert "significantly higher (paired t, 95%) on 1 dataset(s) (wikipedia)" in f
+    assert "α = 0.3" in f and "interior" in f
+    assert "largest mean drop is -time" in f
+
+
+def test_report_only_with_no_results(tmp_path):
+    args = ["--budget", "session", "--report-only", "--out-dir", str(tmp_path)]
+    assert reproduce.main(args) == 0
+    md = (tmp_path / "results.md").read_text()
+    assert "n/a" in md and "No alpha-sweep results yet" in md
+    assert (tmp_path / "alpha_sweep.png").read_bytes()[:8] == PNG
