@@ -108,8 +108,10 @@ void parallel_for(int64_t n, int num_threads, int64_t min_chunk,
                   const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   min_chunk = std::max<int64_t>(1, min_chunk);
+  // Only whole chunks earn a thread: waking a helper for a fraction of one costs more
+  // than the work it would take over.
   const int threads = static_cast<int>(
-      std::max<int64_t>(1, std::min<int64_t>(num_threads, (n + min_chunk - 1) / min_chunk)));
+      std::max<int64_t>(1, std::min<int64_t>(num_threads, n / min_chunk)));
   if (threads == 1) {
     fn(0, n);
     return;

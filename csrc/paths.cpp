@@ -102,7 +102,7 @@ PathArrays explode_paths(const std::vector<Hop>& hops, const std::vector<int64_t
   out.src_index = Buffer<int64_t>(n);
 
   // Roots write disjoint slices, so any split over threads gives the same arrays.
-  parallel_for(out.num_roots, num_threads, 128, [&](int64_t b, int64_t e) {
+  parallel_for(out.num_roots, num_threads, 512, [&](int64_t b, int64_t e) {
     Walker w{hops, stride.data(), fanout.data(), L, out, {}, {}, {}, {}};
     for (int64_t r = b; r < e; ++r) w.visit(0, r, r * out.num_paths);
   });

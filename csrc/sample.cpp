@@ -12,8 +12,8 @@ namespace tbdfs {
 
 namespace {
 
-// Grain below which spawning a thread costs more than it saves.
-constexpr int64_t kMinChunk = 512;
+// Items per chunk: a chunk must outweigh waking a sleeping helper (tens of microseconds).
+constexpr int64_t kMinChunk = 4096;
 constexpr int64_t kPrefetchAhead = 4;
 
 template <class... Args>
