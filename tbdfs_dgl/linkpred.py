@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ._malloc import retain_freed_memory
 from .data.dataset import TemporalDataset
 from .graph import TemporalGraph
 from .metrics import link_prediction_metrics
@@ -148,6 +149,7 @@ class TrainConfig:
     save_dir: Optional[str] = None
     prefetch: bool = True  # sample the next batch in a thread while the model runs
     progress: bool = True
+    retain_memory: bool = True  # tune glibc malloc for reuse (see _malloc.retain_freed_memory)
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
@@ -282,6 +284,8 @@ class LinkPredictionTrainer:
                  log: Callable[[str], None] = print) -> None:
         self.config = config
         self.device = check_device(config.device)
+        if config.retain_memory:
+            retain_freed_memory()
         self.model = model.to(self.device)
         self.data = data
         self.split = split or chronological_split(data, seed=config.seed)
