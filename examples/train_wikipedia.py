@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -128,6 +129,11 @@ def with_zero_features(data: TemporalDataset, width: int) -> TemporalDataset:
                    node_feat=np.zeros((data.num_nodes, width), np.float32))
 
 
+def slug(label: str) -> str:
+    """A folder name for a run label: 'tBDFS (alpha=0.5)' -> 'tbdfs-alpha-0.5'."""
+    return re.sub(r"[^a-z0-9.]+", "-", label.lower()).strip("-")
+
+
 def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: str,
             save_dir: Path) -> Dict[str, Any]:
     seed_everything(args.seed)
@@ -138,7 +144,7 @@ def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: 
                       patience=args.patience, fanouts=[int(x) for x in args.fanouts.split(",")],
                       strategy=args.strategy, num_threads=args.num_threads, seed=args.seed,
                       device=args.device, max_batches=args.max_batches,
-                      save_dir=str(save_dir / label), progress=not args.no_progress)
+                      save_dir=str(save_dir / slug(label)), progress=not args.no_progress)
     print(f"[{data.name}] {label}: alpha={alpha}, {n_params} parameters, fanouts {cfg.fanouts}, "
           f"{cfg.strategy} sampling, device {cfg.device}")
     trainer = LinkPredictionTrainer(model, data, cfg, model_kwargs=kwargs,
