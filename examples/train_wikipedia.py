@@ -52,6 +52,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     s.add_argument("--fanouts", default="10,10", help="neighbours per layer")
     s.add_argument("--strategy", default="recent", choices=["recent", "uniform"])
     s.add_argument("--num-threads", type=int, default=None, help="sampler threads")
+    s.add_argument("--torch-threads", type=int, default=None,
+                   help="torch intra-op threads (default: torch's own choice)")
     m = p.add_argument_group("model")
     m.add_argument("--alpha", default="0.5",
                    help="BFS/DFS blend; a comma list trains each in turn (e.g. 0.5,1 for "
@@ -184,6 +186,8 @@ def table(name: str, runs: List[Dict[str, Any]]) -> str:
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     args = parse_args(argv)
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
     data = get_data(args)
     if args.feat_dim is not None:
         data = with_zero_features(data, args.feat_dim)
