@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -18,5 +19,13 @@ constexpr int64_t kMaxId = INT32_MAX;
 struct InputError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
+
+// Throws InputError with the arguments streamed into one message.
+template <class... Args>
+[[noreturn]] void fail(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  throw InputError(os.str());
+}
 
 }  // namespace tbdfs

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <sstream>
 
 #include "parallel.h"
 #include "rng.h"
@@ -15,13 +14,6 @@ namespace {
 // Items per chunk: a chunk must outweigh waking a sleeping helper (tens of microseconds).
 constexpr int64_t kMinChunk = 4096;
 constexpr int64_t kPrefetchAhead = 4;
-
-template <class... Args>
-[[noreturn]] void fail(Args&&... args) {
-  std::ostringstream os;
-  (os << ... << args);
-  throw InputError(os.str());
-}
 
 // Writes the chosen offsets into the eligible prefix (ascending) for one destination into
 // out[0..return value).

@@ -3,18 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <sstream>
 
 namespace tbdfs {
 
 namespace {
-
-template <class... Args>
-[[noreturn]] void fail(Args&&... args) {
-  std::ostringstream os;
-  (os << ... << args);
-  throw InputError(os.str());
-}
 
 // Ties are rare except in coarse-grained data; a short scan beats a search then.
 constexpr int kTieScan = 8;
