@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .temporal_attention import _check_heads, _resolve_time_encoder
+from .temporal_attention import _check_heads, _reset_attention, _resolve_time_encoder
 from .time_encoder import TimeEncoder
 
 if TYPE_CHECKING:  # the batch types are only needed for annotations
@@ -137,12 +137,7 @@ class PathEncoder(nn.Module):
 
     def reset_parameters(self) -> None:
         """Reinitialise the learnable parameters (Xavier normal, zero biases)."""
-        for lin in (self.fc_q, self.fc_k, self.fc_v):
-            if lin is not None:
-                nn.init.xavier_normal_(lin.weight)
-        for lin in (self.fc1, self.fc2):
-            nn.init.xavier_normal_(lin.weight, gain=nn.init.calculate_gain("relu"))
-            nn.init.zeros_(lin.bias)
+        _reset_attention((self.fc_q, self.fc_k, self.fc_v), (self.fc1, self.fc2))
 
     def _slot_inputs(
         self,

@@ -38,6 +38,17 @@ def _check_heads(out_feats: int, num_heads: int) -> int:
     return out_feats // num_heads
 
 
+def _reset_attention(projections, merge) -> None:
+    """TGAT's initialisation: Xavier-normal attention maps (``None`` entries skipped) and a
+    ReLU-gained Xavier-normal merge FFN with zero biases."""
+    for lin in projections:
+        if lin is not None:
+            nn.init.xavier_normal_(lin.weight)
+    for lin in merge:
+        nn.init.xavier_normal_(lin.weight, gain=nn.init.calculate_gain("relu"))
+        nn.init.zeros_(lin.bias)
+
+
 class TemporalAttentionConv(nn.Module):
     r"""Temporal graph attention layer from `Inductive Representation Learning on Temporal
     Graphs <https://arxiv.org/abs/2002.07962>`__ (TGAT), the BFS branch of tBDFS.
@@ -128,11 +139,7 @@ class TemporalAttentionConv(nn.Module):
 
         The shared time encoder is left alone: its owner resets it.
         """
-        for lin in (self.fc_q, self.fc_k, self.fc_v):
-            nn.init.xavier_normal_(lin.weight)
-        for lin in (self.fc1, self.fc2):
-            nn.init.xavier_normal_(lin.weight, gain=nn.init.calculate_gain("relu"))
-            nn.init.zeros_(lin.bias)
+        _reset_attention((self.fc_q, self.fc_k, self.fc_v), (self.fc1, self.fc2))
 
     def forward(
         self,
