@@ -32,7 +32,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 for p in (ROOT, ROOT / "examples"):
@@ -75,6 +75,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     o.add_argument("--patience", type=int, default=None)
     o.add_argument("--max-batches", type=int, default=None)
     o.add_argument("--max-events", type=int, default=None)
+    o.add_argument("--train-batches", type=int, default=None)
+    o.add_argument("--val-events", type=int, default=None)
+    o.add_argument("--test-events", type=int, default=None)
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="run only every N-th run of the grid, starting at the I-th (0-based): "
+                        "N processes with 0/N .. N-1/N (e.g. with --threads 1 each) share the "
+                        "grid and its results file, to use several cores")
     p.add_argument("--out-dir", default=None,
                    help="where results.md and the plots go (default: docs/ for the session "
                         "and full presets; runs/reproduce/<budget>/, which git ignores, for "
@@ -100,7 +107,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def build(args: argparse.Namespace):
     base = BUDGETS[args.budget]
     budget = with_overrides(base, epochs=args.epochs, patience=args.patience,
-                            max_batches=args.max_batches, max_events=args.max_events)
+                            max_batches=args.max_batches, max_events=args.max_events,
+                            train_batches=args.train_batches, val_events=args.val_events,
+                            test_events=args.test_events)
     datasets = _csv(args.datasets) or list(DATASETS)
     for d in datasets:
         if d not in DATASETS:
@@ -174,6 +183,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.report_only:
         from reproduce_lib.runner import run_one
 
+        if args.shard:
+            # A fixed share of the grid (not of what is pending), so shards started at
+            # different times, or restarted, never overlap or leave runs out.
+            index, count = _parse_shard(args.shard)
+            specs = specs[index::count]
         done = store.done()
         todo = [s for s in specs if s.key not in done]
         bar = _bar(len(specs), len(specs) - len(todo), budget.name, args.no_progress)
@@ -224,9 +238,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+def _parse_shard(text: str) -> Tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise SystemExit(f"error: --shard must look like I/N (e.g. 0/2), got {text!r}")
+    if n < 1 or not 0 <= i < n:
+        raise SystemExit(f"error: --shard I/N needs 0 <= I < N, got {text!r}")
+    return i, n
+
+
 def default_out_dir(budget_name: str) -> Path:
     if budget_name in ("session", "full"):
         return ROOT / "docs"
+    if budget_name == "graphs":
+        return ROOT / "docs" / "graphs"
     safe = "".join(c if c.isalnum() or c in "-_.=," else "_" for c in budget_name)
     return ROOT / "runs" / "reproduce" / safe
 
@@ -234,7 +260,8 @@ def default_out_dir(budget_name: str) -> Path:
 def _command(args: argparse.Namespace) -> str:
     """The command line that regenerates this report."""
     parts = ["python", "examples/reproduce.py", "--budget", args.budget]
-    for flag in ("epochs", "patience", "max_batches", "max_events"):
+    for flag in ("epochs", "patience", "max_batches", "max_events", "train_batches",
+                 "val_events", "test_events"):
         v = getattr(args, flag)
         if v is not None:
             parts += [f"--{flag.replace('_', '-')}", str(v)]

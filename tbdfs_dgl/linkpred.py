@@ -146,10 +146,25 @@ class TrainConfig:
     seed: int = 0
     device: str = "cpu"
     max_batches: Optional[int] = None  # per epoch and per evaluation, for smoke runs
+    # Budgeted runs on whole graphs: every query still sees the whole history, but each
+    # epoch trains on ``train_batches`` randomly drawn training batches (a fresh draw per
+    # epoch, kept in time order), and validation/test score ``val_events``/``test_events``
+    # randomly drawn interactions of their part (one fixed draw per seed).
+    train_batches: Optional[int] = None
+    val_events: Optional[int] = None
+    test_events: Optional[int] = None
     save_dir: Optional[str] = None
     prefetch: bool = True  # sample the next batch in a thread while the model runs
     progress: bool = True
     retain_memory: bool = True  # tune glibc malloc for reuse (see _malloc.retain_freed_memory)
+
+    def __post_init__(self) -> None:
+        for name in ("max_batches", "train_batches", "val_events", "test_events"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                                  or v < 1):
+                raise ValueError(f"TrainConfig.{name} must be None or an integer >= 1, "
+                                 f"got {v!r}")
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
@@ -375,6 +390,11 @@ class LinkPredictionTrainer:
         self.model.train()
         rng = np.random.default_rng([self.config.seed, epoch, 1])
         items = self._batches(np.flatnonzero(self.split.train), rng)
+        n = self.config.train_batches
+        if n is not None and n < len(items):
+            pick = np.random.default_rng([self.config.seed, epoch, 3]).choice(
+                len(items), n, replace=False)
+            items = [items[i] for i in np.sort(pick)]
         bar = _progress(len(items), f"epoch {epoch}", self.config.progress)
         total, sample_s, model_s = 0.0, 0.0, 0.0
         for i, (item, batch, secs) in enumerate(
@@ -401,6 +421,10 @@ class LinkPredictionTrainer:
             raise ValueError(f"part must be 'val' or 'test', got {part!r}")
         self.model.eval()
         rows = np.flatnonzero(getattr(self.split, part))
+        cap = self.config.val_events if part == "val" else self.config.test_events
+        if cap is not None and cap < len(rows):
+            pick = np.random.default_rng([self.config.seed, 0 if part == "val" else 1, 4])
+            rows = np.sort(pick.choice(rows, cap, replace=False))
         rng = np.random.default_rng([self.config.seed, 0 if part == "val" else 1, 2])
         items = self._batches(rows, rng)
         pos_all, neg_all, row_all = [], [], []

@@ -110,3 +110,69 @@ def test_fixed_seed_gives_the_same_result(small):
     b = run(small, seed=3, epochs=1)
     assert a.test == b.test
     assert a.history[0].loss == b.history[0].loss
+
+
+class _RecordingTrainer(LinkPredictionTrainer):
+    """Remembers the dataset rows of every batch it samples."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen = []
+
+    def _sample(self, sampler, item, batch_id, remap_eids):
+        self.seen.append(item[4])
+        return super()._sample(sampler, item, batch_id, remap_eids)
+
+
+def _recording_trainer(data, **cfg):
+    model = TBDFSModel(node_dim=0, edge_dim=0, time_dim=8, hidden_dim=8, num_heads=2)
+    config = TrainConfig(batch_size=100, fanouts=(3, 3), progress=False, prefetch=False, **cfg)
+    return _RecordingTrainer(model, data, config, log=lambda s: None)
+
+
+def test_train_batches_draws_whole_batches_in_time_order_per_epoch(small):
+    trainer = _recording_trainer(small, train_batches=4)
+    all_rows = np.flatnonzero(trainer.split.train)
+    full = [all_rows[lo:lo + 100] for lo in range(0, len(all_rows), 100)]
+    draws = []
+    for epoch in (0, 1, 0):
+        trainer.seen.clear()
+        _, _, _, n = trainer.train_epoch(epoch)
+        assert n == 4 and len(trainer.seen) == 4
+        starts = [int(r[0]) for r in trainer.seen]
+        assert starts == sorted(starts)  # still in time order
+        for rows in trainer.seen:  # whole chronological batches, not scattered rows
+            assert any(np.array_equal(rows, f) for f in full)
+        draws.append(starts)
+    assert draws[0] != draws[1]  # a fresh draw each epoch ...
+    assert draws[0] == draws[2]  # ... fixed by (seed, epoch)
+    trainer.close()
+
+
+def test_eval_events_fixed_random_subset_of_the_part(small):
+    trainer = _recording_trainer(small, val_events=250, test_events=120)
+    drawn = {}
+    for part, cap in (("val", 250), ("test", 120)):
+        picks = []
+        for _ in range(2):
+            trainer.seen.clear()
+            metrics = trainer.evaluate(part)
+            rows = np.concatenate(trainer.seen)
+            assert len(rows) == cap and len(np.unique(rows)) == cap
+            assert getattr(trainer.split, part)[rows].all()
+            assert np.all(np.diff(rows) > 0)  # time order
+            picks.append(rows)
+            assert 0.0 <= metrics["transductive"]["ap"] <= 1.0
+        assert np.array_equal(picks[0], picks[1])  # the same draw every evaluation
+        drawn[part] = picks[0]
+    # A draw over the whole part, not its first rows.
+    val_rows = np.flatnonzero(trainer.split.val)
+    assert len(val_rows) > 500 and drawn["val"][-1] > val_rows[len(val_rows) // 2]
+    trainer.close()
+
+
+@pytest.mark.parametrize("field", ["train_batches", "val_events", "test_events", "max_batches"])
+@pytest.mark.parametrize("value", [0, -3, 2.5, True])
+def test_config_rejects_bad_caps(field, value):
+    with pytest.raises(ValueError, match=field):
+        TrainConfig(**{field: value})

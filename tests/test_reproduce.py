@@ -252,3 +252,43 @@ def test_report_only_with_no_results(tmp_path):
     md = (tmp_path / "results.md").read_text()
     assert "n/a" in md and "No alpha-sweep results yet" in md
     assert (tmp_path / "alpha_sweep.png").read_bytes()[:8] == PNG
+
+
+def test_shards_own_fixed_shares_that_together_cover_the_grid(tmp_path, monkeypatch):
+    ran = {0: [], 1: []}
+    shard = [0]
+
+    def fake(spec, data_dir=None, log=print):
+        ran[shard[0]].append(spec.key)
+        return _fake_record(spec)
+
+    monkeypatch.setattr(runner, "run_one", fake)
+    base = ["--budget", "smoke", "--datasets", "synthetic,collegemsg", "--variants",
+            "tbdfs,tgat,dfs", "--out-dir", str(tmp_path), "--no-progress", "--no-report"]
+    specs = reproduce.build(reproduce.parse_args(base))[1]
+    for i in (0, 1):
+        shard[0] = i
+        assert reproduce.main(base + ["--shard", f"{i}/2"]) == 0
+    # each shard owns a fixed share, even when one starts after the other has finished
+    assert ran[0] == [s.key for s in specs[0::2]]
+    assert ran[1] == [s.key for s in specs[1::2]]
+    assert len(_lines(tmp_path / "results" / "runs.jsonl")) == len(specs)
+    for bad in ("2/2", "x", "1/0", "-1/2"):
+        with pytest.raises(SystemExit, match="shard"):
+            reproduce.main(base + [f"--shard={bad}"])
+
+
+def test_graphs_budget_reaches_the_trainer():
+    b = G.BUDGETS["graphs"]
+    assert b.max_events is None and b.train_batches and b.val_events and b.test_events
+    cfg = runner.train_config(b, seed=3)
+    assert (cfg.train_batches, cfg.val_events, cfg.test_events, cfg.seed) == (
+        b.train_batches, b.val_events, b.test_events, 3)
+    assert reproduce.default_out_dir("graphs") == reproduce.ROOT / "docs" / "graphs"
+    over = G.with_overrides(b, train_batches=3)
+    assert over.name == "graphs[train_batches=3]"
+    assert runner.train_config(over, 0).train_batches == 3
+    # the estimate counts drawn batches and drawn evaluation events
+    assert runner._n_batches(100_000, 200, None, draw=12) == 12
+    assert runner._n_batches(50_000, 200, None, events=1000) == 5
+    assert runner._n_batches(700, 200, None, events=1000) == 4

@@ -100,6 +100,11 @@ class Budget:
     sweep_seeds: int                # seeds of the alpha sweep (the first ones of the main)
     max_events: Optional[int]       # keep the first N interactions of each dataset (time order)
     max_batches: Optional[int]      # cap per epoch and per evaluation (the trainer's)
+    # Whole-graph budgets: random training batches per epoch, random val/test interactions
+    # (TrainConfig.train_batches / val_events / test_events).
+    train_batches: Optional[int] = None
+    val_events: Optional[int] = None
+    test_events: Optional[int] = None
     batch_size: int = 200
     lr: float = 1e-4
     fanouts: Tuple[int, ...] = (10, 10)
@@ -131,6 +136,16 @@ BUDGETS: Dict[str, Budget] = {
                     "most 5 epochs with patience 2, 5 seeds (2 for the alpha sweep), the "
                     "paper's model and optimiser settings otherwise; validation and test "
                     "are evaluated in full"),
+    "graphs": Budget(
+        "graphs", epochs=5, patience=2, seeds=5, sweep_seeds=2, max_events=None,
+        max_batches=None, train_batches=12, val_events=1000, test_events=2000,
+        description="every interaction of each graph (split 70/15/15 by time; every query "
+                    "samples from the whole history before it), but each epoch trains on 12 "
+                    "randomly drawn training batches of 200 (a fresh draw per epoch, kept in "
+                    "time order), validation scores 1000 and test 2000 randomly drawn "
+                    "interactions of their part (one fixed draw per seed); at most 5 epochs "
+                    "with patience 2, 5 seeds (2 for the alpha sweep); the paper's model and "
+                    "optimiser settings otherwise"),
     "full": Budget(
         "full", epochs=50, patience=5, seeds=5, sweep_seeds=5, max_events=None,
         max_batches=None,

@@ -231,7 +231,8 @@ def _settings_section(res: Results) -> str:
             lines.append(f"{desc}.\n")
         rows = [[k, f"`{s[k]}`"] for k in (
             "epochs", "patience", "seeds", "sweep_seeds", "max_events", "max_batches",
-            "batch_size", "lr", "fanouts", "hidden_dim", "time_dim", "num_heads", "dropout",
+            "train_batches", "val_events", "test_events", "batch_size", "lr", "fanouts",
+            "hidden_dim", "time_dim", "num_heads", "dropout",
             "sweep_datasets") if k in s]
         lines.append(_table(["setting", "value"], rows))
     if len(settings) > 1:
@@ -244,7 +245,11 @@ def _settings_section(res: Results) -> str:
                  "binary cross-entropy; early stopping on validation AP; the test uses the "
                  "best epoch's weights. `max_events` keeps the first N interactions of each "
                  "dataset (time order); `max_batches` caps batches per epoch *and* per "
-                 "evaluation. Featureless graphs use zero node inputs (h⁽⁰⁾ = 0, as TGAT); "
+                 "evaluation; `train_batches` trains each epoch on that many randomly drawn "
+                 "training batches (a fresh draw per epoch, in time order) and "
+                 "`val_events`/`test_events` score that many randomly drawn interactions of "
+                 "the part (one draw per seed), every query still sampling from the whole "
+                 "history. Featureless graphs use zero node inputs (h⁽⁰⁾ = 0, as TGAT); "
                  "no learnable node embeddings.\n")
     # data actually used
     seen: Dict[str, Dict[str, Any]] = {}

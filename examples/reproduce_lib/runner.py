@@ -94,7 +94,9 @@ def model_kwargs(budget: Budget, data: TemporalDataset, variant_kwargs: Dict[str
 def train_config(budget: Budget, seed: int) -> TrainConfig:
     return TrainConfig(epochs=budget.epochs, batch_size=budget.batch_size, lr=budget.lr,
                        patience=budget.patience, fanouts=list(budget.fanouts), seed=int(seed),
-                       max_batches=budget.max_batches, save_dir=None, progress=False)
+                       max_batches=budget.max_batches, train_batches=budget.train_batches,
+                       val_events=budget.val_events, test_events=budget.test_events,
+                       save_dir=None, progress=False)
 
 
 _CODE: Optional[Dict[str, Any]] = None
@@ -208,8 +210,12 @@ class SpeedSample:
     eval_cpu_per_batch: float = float("nan")
 
 
-def _n_batches(rows: int, bs: int, cap: Optional[int]) -> int:
-    n = math.ceil(rows / bs)
+def _n_batches(rows: int, bs: int, cap: Optional[int], events: Optional[int] = None,
+               draw: Optional[int] = None) -> int:
+    """Batches of a part: ``rows`` cut to ``events`` drawn rows, then ``draw`` drawn batches
+    (TrainConfig's val/test_events and train_batches), then ``max_batches``."""
+    n = math.ceil(min(rows, events or rows) / bs)
+    n = min(n, draw) if draw else n
     return min(n, cap) if cap else n
 
 
@@ -253,9 +259,9 @@ def measure_speed(dataset: str, budget: Budget, family: str, batches: int = 2,
     n_ev = min(batches, _n_batches(int(split.val.sum()), cfg.batch_size, None))
     bs, cap = budget.batch_size, budget.max_batches
     return SpeedSample(dataset, family, (t1 - t0) / max(1, n_tr), (t2 - t1) / max(1, n_ev), setup,
-                       _n_batches(int(split.train.sum()), bs, cap),
-                       _n_batches(int(split.val.sum()), bs, cap),
-                       _n_batches(int(split.test.sum()), bs, cap),
+                       _n_batches(int(split.train.sum()), bs, cap, draw=budget.train_batches),
+                       _n_batches(int(split.val.sum()), bs, cap, budget.val_events),
+                       _n_batches(int(split.test.sum()), bs, cap, budget.test_events),
                        (c1 - c0) / max(1, n_tr), (c2 - c1) / max(1, n_ev))
 
 

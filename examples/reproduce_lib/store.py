@@ -7,6 +7,7 @@ skipped with a warning, and the next append starts on a fresh line.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -85,6 +86,8 @@ class ResultsStore:
         line = json.dumps(clean_json(record), sort_keys=True, allow_nan=False) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a+b") as fh:
+            # Shards (--shard) append to one file: one writer at a time.
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
             fh.seek(0, os.SEEK_END)
             if fh.tell() > 0:
                 fh.seek(-1, os.SEEK_END)
