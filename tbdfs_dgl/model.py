@@ -260,9 +260,11 @@ class TBDFSModel(nn.Module):
         self._check_edge_feats(edge_feats)
         h = self._node_inputs(blocks[0].srcdata[dgl.NID], node_feats)
         hs = [h]
-        for layer, block in zip(self.layers, blocks):
+        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
             x = self._edge_inputs(block.edata[dgl.EID], edge_feats)
-            h = layer(block, h, x, block.edata["dt"])
+            # Featureless graphs: h^(0) = 0, and the first layer skips its node terms.
+            inputs = None if i == 0 and self.node_proj is None else h
+            h = layer(block, inputs, x, block.edata["dt"])
             hs.append(h)
         if h.shape[0] != batch.num_roots:
             raise ValueError(f"blocks[-1] has {h.shape[0]} destination nodes for "

@@ -196,6 +196,32 @@ def test_conv_on_dgl_blocks_and_graphs():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
+@pytest.mark.parametrize("edge_feats,use_time", [(0, True), (3, True), (3, False), (0, False)])
+def test_conv_without_node_inputs_equals_zero_features(edge_feats, use_time):
+    torch.manual_seed(0)
+    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_feats=edge_feats,
+                                 time_encoder=TimeEncoder(4, use_time=use_time))
+    g = dgl.rand_graph(30, 120)
+    g.edata["dt"] = torch.rand(120, dtype=torch.float64) * 1000
+    block = dgl.to_block(dgl.in_subgraph(g, torch.arange(10)), torch.arange(10))
+    for graph in (block, hand_block(), g):
+        n_src = graph.num_src_nodes() if graph.is_block else graph.num_nodes()
+        x = torch.randn(graph.num_edges(), edge_feats) if edge_feats else None
+        conv.zero_grad()
+        ref = conv(graph, torch.zeros(n_src, 6), x)
+        ref.pow(2).sum().backward()
+        ref_grads = {n: p.grad.clone() for n, p in conv.named_parameters()
+                     if p.grad is not None}
+        conv.zero_grad()
+        out = conv(graph, None, x)
+        out.pow(2).sum().backward()
+        assert torch.allclose(out, ref, atol=1e-5)
+        for n, p in conv.named_parameters():  # the same gradients (zero for node columns)
+            g_ref = ref_grads.get(n, torch.zeros_like(p))
+            assert torch.allclose(p.grad if p.grad is not None else torch.zeros_like(p),
+                                  g_ref, atol=1e-5), n
+
+
 def test_conv_validation():
     with pytest.raises(ValueError):
         TemporalAttentionConv(4, 7, num_heads=2)

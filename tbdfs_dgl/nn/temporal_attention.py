@@ -144,7 +144,7 @@ class TemporalAttentionConv(nn.Module):
     def forward(
         self,
         block,
-        feat: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
+        feat: Optional[Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]],
         edge_feat: Optional[torch.Tensor] = None,
         dt: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
@@ -155,8 +155,10 @@ class TemporalAttentionConv(nn.Module):
         block : DGLGraph
             A DGL block (destination nodes are the first ``num_dst_nodes()`` sources) or a
             homogeneous graph.
-        feat : torch.Tensor or pair of torch.Tensor
-            Source features ``[N_src, in_src]``, or ``(src, dst)`` features.
+        feat : torch.Tensor or pair of torch.Tensor or None
+            Source features ``[N_src, in_src]``, or ``(src, dst)`` features.  ``None``
+            stands for all-zero node inputs (a featureless graph's first layer): the same
+            result, without the node terms.
         edge_feat : torch.Tensor, optional
             ``[E, edge_feats]`` features aligned with ``block``'s edges; zeros if omitted.
         dt : torch.Tensor, optional
@@ -168,6 +170,8 @@ class TemporalAttentionConv(nn.Module):
         torch.Tensor
             ``[N_dst, out_feats]``.
         """
+        if feat is None:
+            return self._forward_without_node_inputs(block, edge_feat, dt)
         with block.local_scope():
             h_src, h_dst = expand_as_pair(feat, block)
             if dt is None:
@@ -229,6 +233,56 @@ class TemporalAttentionConv(nn.Module):
                 agg = agg + torch.einsum("nhw,hdw->nhd", edge_graph.dstdata["zw"],
                                          wv[..., z_col])
             hidden = F.relu(self.fc1(torch.cat([h_dst, agg.reshape(num_dst, -1)], dim=-1)))
+            return self.fc2(self.feat_drop(hidden))
+
+    def _forward_without_node_inputs(self, block, edge_feat: Optional[torch.Tensor],
+                                     dt: Optional[torch.Tensor]) -> torch.Tensor:
+        """``forward`` with all-zero node features.
+
+        Every destination then has the same query (from :math:`\Phi(0)` alone), so the
+        scores are one dense product with the per-edge inputs and only the attention-weighted
+        sum of those inputs needs the graph.
+        """
+        with block.local_scope():
+            if dt is None:
+                dt = block.edata["dt"]
+            if edge_feat is not None and edge_feat.shape[-1] != self._edge_feats:
+                raise ValueError(f"edge_feat has width {edge_feat.shape[-1]}, the layer "
+                                 f"expects edge_feats={self._edge_feats}")
+            num_dst = block.num_dst_nodes() if block.is_block else block.num_nodes()
+            H, dk, D, T = self._num_heads, self._head_feats, self._in_src_feats, self._time_feats
+            w1 = self.fc1.weight[:, self._in_dst_feats:]
+            z_parts = []
+            z_start = D + self._edge_feats
+            if edge_feat is not None and self._edge_feats:
+                z_parts.append(edge_feat.to(w1.dtype))
+                z_start = D
+            if T:
+                z_parts.append(self.time_encoder(dt))
+            if not z_parts:  # no input at all: a_i = 0 for every destination
+                agg = w1.new_zeros(num_dst, H * dk)
+            else:
+                z = torch.cat(z_parts, dim=-1)
+                z_col = slice(z_start, D + self._edge_feats + T)
+                if T:
+                    phi0 = self.time_encoder(dt.new_zeros(1))
+                    q = F.linear(phi0, self.fc_q.weight[:, self._in_dst_feats:])
+                    wk = self.fc_k.weight.view(H, dk, -1)[..., z_col]
+                    q_pull = torch.einsum("hd,hdw->hw", q.view(H, dk), wk) / math.sqrt(dk)
+                    score = (z @ q_pull.t()).unsqueeze(-1)  # [E, H, 1]
+                else:  # a zero query: uniform attention
+                    score = z.new_zeros(z.shape[0], H, 1)
+                attn = self.attn_drop(edge_softmax(block, score))
+                _, dst_ids = block.edges()
+                edge_graph = dgl.create_block(
+                    (torch.arange(z.shape[0], dtype=dst_ids.dtype, device=dst_ids.device),
+                     dst_ids), num_src_nodes=z.shape[0], num_dst_nodes=num_dst)
+                edge_graph.srcdata["z"] = z.unsqueeze(1)
+                edge_graph.edata["a"] = attn
+                edge_graph.update_all(fn.u_mul_e("z", "a", "m"), fn.sum("m", "zw"))
+                wv = self.fc_v.weight.view(H, dk, -1)[..., z_col]
+                agg = torch.einsum("nhw,hdw->nhd", edge_graph.dstdata["zw"], wv)
+            hidden = F.relu(F.linear(agg.reshape(num_dst, -1), w1, self.fc1.bias))
             return self.fc2(self.feat_drop(hidden))
 
     def extra_repr(self) -> str:
