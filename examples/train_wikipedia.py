@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import re
 import sys
 import time
@@ -34,7 +33,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tbdfs_dgl import TBDFSModel  # noqa: E402
+from tbdfs_dgl import TBDFSModel, seed_everything  # noqa: E402
 from tbdfs_dgl.data import (TemporalDataset, default_data_dir, fetch_dataset,  # noqa: E402
                             load_dataset, make_wikipedia_like)
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig  # noqa: E402
@@ -105,12 +104,6 @@ def get_data(args: argparse.Namespace) -> TemporalDataset:
     print("note: no Wikipedia data available: training on the SYNTHETIC Wikipedia-like graph "
           "instead (tbdfs_dgl.data.make_wikipedia_like); its numbers say nothing about Wikipedia")
     return make_wikipedia_like(num_users=2000, num_pages=300, num_events=60000, seed=args.seed)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def model_kwargs(args: argparse.Namespace, data: TemporalDataset, alpha: Any) -> Dict[str, Any]:

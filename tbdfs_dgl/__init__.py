@@ -12,6 +12,7 @@ _LAZY = {
     "TemporalGraph": ".graph",
     "TemporalSampler": ".sampler",
     "TBDFSModel": ".model",
+    "seed_everything": ".seeding",
 }
 
 __all__ = list(_LAZY)

@@ -6,7 +6,6 @@ import hashlib
 import math
 import os
 import platform
-import random
 import subprocess
 import time
 from dataclasses import dataclass
@@ -16,23 +15,17 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from tbdfs_dgl import TBDFSModel
+from tbdfs_dgl import TBDFSModel, seed_everything
 from tbdfs_dgl.data import TemporalDataset, load_dataset, make_wikipedia_like
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig, chronological_split
 
 from .grid import VARIANTS, Budget, RunSpec
 
 __all__ = ["get_dataset", "run_one", "model_kwargs", "train_config", "code_version",
-           "seed_everything", "measure_speed", "SpeedSample", "estimate_grid"]
+           "measure_speed", "SpeedSample", "estimate_grid"]
 
 ROOT = Path(__file__).resolve().parents[2]
 _CACHE: Dict[Tuple[str, Optional[str], Optional[int]], TemporalDataset] = {}
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def _full_dataset(name: str, data_dir: Optional[str]) -> TemporalDataset:
