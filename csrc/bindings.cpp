@@ -11,6 +11,7 @@
 #include "paths.h"
 #include "sample.h"
 #include "tcsr.h"
+#include "time_encode.h"
 
 namespace py = pybind11;
 using namespace tbdfs;
@@ -154,6 +155,22 @@ py::tuple sample(const TCSR& g, const CArray<int64_t>& nodes, const CArray<doubl
   return py::make_tuple(out_hops, out_paths);
 }
 
+// `out` is bound with noconvert(): a converted copy would take the results silently.
+void time_encode_py(const CArray<double>& dt, const CArray<double>& weight, double scale,
+                    py::array_t<float, py::array::c_style> out, int num_threads) {
+  check_1d(dt, "dt");
+  check_1d(weight, "weight");
+  const int64_t n = dt.size(), d = weight.size();
+  if (out.ndim() != 2 || out.shape(0) != n || out.shape(1) != 2 * d)
+    throw InputError("out must be a float32 array of shape [" + std::to_string(n) + ", " +
+                     std::to_string(2 * d) + "]");
+  if (!out.writeable()) throw InputError("out must be writeable");
+  if (num_threads < 1) throw InputError("num_threads must be >= 1");
+  float* dst = out.mutable_data();
+  py::gil_scoped_release release;
+  time_encode(dt.data(), n, weight.data(), d, static_cast<float>(scale), dst, num_threads);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -191,6 +208,9 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("cached_bytes", &block_cache::cached_bytes,
         "Bytes of output blocks parked for reuse by later batches.");
+  m.def("time_encode", &time_encode_py, py::arg("dt"), py::arg("weight"), py::arg("scale"),
+        py::arg("out").noconvert(), py::arg("num_threads") = 1,
+        "Write scale * [cos(w dt), sin(w dt)] (interleaved) for every dt into out [n, 2d].");
   m.def("sample", &sample, py::arg("csr"), py::arg("nodes"), py::arg("times"),
         py::arg("fanouts"), py::arg("recent"), py::arg("replace"), py::arg("strict"),
         py::arg("seed"), py::arg("stream"), py::arg("num_threads"), py::arg("with_paths") = true,

@@ -121,6 +121,74 @@ def test_time_encoder_gradient_matches_autograd_reference():
     assert torch.allclose(enc.weight.grad.double(), w.grad, rtol=1e-4, atol=1e-6)
 
 
+@pytest.fixture
+def torch_time_path(monkeypatch):
+    """Run TimeEncoder on its pure-torch path (as on a GPU) instead of the C++ kernel."""
+    from tbdfs_dgl.nn import time_encoder as te
+
+    monkeypatch.setattr(te, "_native_kernel", lambda: None)
+
+
+def _exact_phi(dt, w):
+    # A long-double phase reduced modulo 2*pi: the value both paths approximate.
+    ph = dt.astype(np.longdouble)[:, None] * w.astype(np.longdouble)[None, :]
+    ph -= np.round(ph / (2 * np.longdouble(np.pi))) * (2 * np.longdouble(np.pi))
+    ph = ph.astype(np.float64)
+    return np.stack([np.cos(ph), np.sin(ph)], -1).reshape(len(dt), -1) / np.sqrt(len(w))
+
+
+def test_time_encoder_native_kernel_matches_exact_and_torch_path(monkeypatch):
+    from tbdfs_dgl.nn import time_encoder as te
+
+    native = te._native_kernel()
+    if native is None:
+        pytest.skip("the compiled extension is not built")
+    enc = TimeEncoder(100)
+    with torch.no_grad():  # learned frequencies may leave the initial grid
+        enc.weight.mul_(torch.linspace(0.5, 3.0, 50))
+    rng = np.random.default_rng(0)
+    dt = np.concatenate([rng.uniform(0, 2e8, 5000), rng.uniform(-50, 50, 500),
+                         [0.0, 1e-12, np.pi / 2, 3e7, 1e8, -1e8]])
+    exact = _exact_phi(dt, enc.weight.detach().double().numpy())
+    fast = enc(torch.from_numpy(dt)).detach().numpy()
+    assert np.abs(fast - exact).max() < 5e-8
+    monkeypatch.setattr(te, "_native_kernel", lambda: None)
+    slow = enc(torch.from_numpy(dt)).detach().numpy()
+    assert np.abs(slow - exact).max() < 5e-8
+    # Elementwise: the thread count never changes a bit.
+    w = enc.weight.detach().double().numpy()
+    outs = []
+    for threads in (1, 2, 7):
+        out = np.empty((len(dt), 100), np.float32)
+        native.time_encode(dt, w, 0.5, out, threads)
+        outs.append(out)
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+
+
+def test_time_encoder_native_kernel_rejects_bad_buffers():
+    from tbdfs_dgl.nn import time_encoder as te
+
+    native = te._native_kernel()
+    if native is None:
+        pytest.skip("the compiled extension is not built")
+    dt, w = np.zeros(4), np.ones(3)
+    with pytest.raises(ValueError, match="shape"):
+        native.time_encode(dt, w, 1.0, np.empty((4, 3), np.float32))
+    with pytest.raises(TypeError):  # never written into a converted copy
+        native.time_encode(dt, w, 1.0, np.empty((4, 6), np.float64))
+    with pytest.raises(TypeError):
+        native.time_encode(dt, w, 1.0, np.empty((6, 4), np.float32).T)
+    with pytest.raises(ValueError, match="1-D"):
+        native.time_encode(np.zeros((2, 2)), w, 1.0, np.empty((4, 6), np.float32))
+    with pytest.raises(ValueError, match="num_threads"):
+        native.time_encode(dt, w, 1.0, np.empty((4, 6), np.float32), 0)
+
+
+def test_time_encoder_gradient_on_the_torch_path_too(torch_time_path):
+    test_time_encoder_gradient_matches_autograd_reference()
+    test_time_encoder_shape_init_and_float64_phase()
+
+
 def test_time_encoder_without_time_and_validation():
     enc = TimeEncoder(6, use_time=False)
     assert list(enc.parameters()) == [] and enc.effective_dim == 0
