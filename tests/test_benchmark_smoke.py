@@ -50,3 +50,24 @@ def test_quick_synthetic_run_writes_positive_figures(bench, tmp_path, capsys):
 def test_missing_data_file_exits_with_2(bench, tmp_path, capsys):
     assert bench.main(["--data", str(tmp_path / "nope.txt.gz"), "--quick"]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_model_benchmark_quick_run_with_baselines(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location(
+        "benchmark_model", SCRIPT.parent / "benchmark_model.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "model.json"
+    assert mod.main(["--quick", "--baseline", "--threads", "1", "--batches", "1",
+                     "--hidden-dim", "16", "--time-dim", "16", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["results"]
+    assert {(r["variant"], r["baseline"]) for r in rows} == {
+        (v, b) for v in ("tbdfs", "tgat") for b in ("", "torch-time", "zero-inputs")}
+    for r in rows:
+        assert r["train_ms_per_batch"] > 0 and r["eval_ms_per_batch"] > 0
+    assert "| tbdfs | - | 1 |" in capsys.readouterr().out
+    # the switches are undone afterwards
+    from tbdfs_dgl.nn import TemporalAttentionConv, time_encoder
+
+    assert time_encoder._native_kernel.__name__ == "_native_kernel"
+    assert TemporalAttentionConv.forward.__qualname__ == "TemporalAttentionConv.forward"
