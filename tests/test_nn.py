@@ -1,5 +1,6 @@
 """Tests of the neural modules against naive, loop-based references of the same formulas."""
 import math
+import sys
 
 import dgl
 import numpy as np
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 from tbdfs_dgl.batch import PathBatch
 from tbdfs_dgl.nn import (PathAggregator, PathEncoder, TemporalAttentionConv, TimeEncoder,
                           masked_softmax)
+from tbdfs_dgl.nn import _native
 
 torch.set_num_threads(1)
 
@@ -122,11 +124,10 @@ def test_time_encoder_gradient_matches_autograd_reference():
 
 
 @pytest.fixture
-def torch_time_path(monkeypatch):
+def torch_time_path():
     """Run TimeEncoder on its pure-torch path (as on a GPU) instead of the C++ kernel."""
-    from tbdfs_dgl.nn import time_encoder as te
-
-    monkeypatch.setattr(te, "_native_kernel", lambda: None)
+    with _native.disabled("time_encode"):
+        yield
 
 
 def _exact_phi(dt, w):
@@ -137,11 +138,9 @@ def _exact_phi(dt, w):
     return np.stack([np.cos(ph), np.sin(ph)], -1).reshape(len(dt), -1) / np.sqrt(len(w))
 
 
-def test_time_encoder_native_kernel_matches_exact_and_torch_path(monkeypatch):
-    from tbdfs_dgl.nn import time_encoder as te
-
-    native = te._native_kernel()
-    if native is None:
+def test_time_encoder_native_kernel_matches_exact_and_torch_path():
+    kernel = _native.native("time_encode")
+    if kernel is None:
         pytest.skip("the compiled extension is not built")
     enc = TimeEncoder(100)
     with torch.no_grad():  # learned frequencies may leave the initial grid
@@ -152,24 +151,24 @@ def test_time_encoder_native_kernel_matches_exact_and_torch_path(monkeypatch):
     exact = _exact_phi(dt, enc.weight.detach().double().numpy())
     fast = enc(torch.from_numpy(dt)).detach().numpy()
     assert np.abs(fast - exact).max() < 5e-8
-    monkeypatch.setattr(te, "_native_kernel", lambda: None)
-    slow = enc(torch.from_numpy(dt)).detach().numpy()
+    with _native.disabled("time_encode"):
+        assert _native.native("time_encode") is None
+        slow = enc(torch.from_numpy(dt)).detach().numpy()
+    assert _native.native("time_encode") is kernel
     assert np.abs(slow - exact).max() < 5e-8
     # Elementwise: the thread count never changes a bit.
     w = enc.weight.detach().double().numpy()
     outs = []
     for threads in (1, 2, 7):
         out = np.empty((len(dt), 100), np.float32)
-        native.time_encode(dt, w, 0.5, out, threads)
+        kernel(dt, w, 0.5, out, threads)
         outs.append(out)
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
 
 
 def test_time_encoder_native_kernel_rejects_bad_buffers():
-    from tbdfs_dgl.nn import time_encoder as te
-
-    native = te._native_kernel()
-    if native is None:
+    native = _native.native("time_encode") and sys.modules["tbdfs_dgl._C"]
+    if not native:
         pytest.skip("the compiled extension is not built")
     dt, w = np.zeros(4), np.ones(3)
     with pytest.raises(ValueError, match="shape"):
@@ -338,6 +337,74 @@ def test_path_encoder_matches_reference(path_agg, edge_feats, use_time):
     zeros = torch.zeros_like(feat)
     assert torch.allclose(enc(paths, None, query, root_times, edge_feat),
                           enc(paths, zeros, query, root_times, edge_feat), atol=1e-6)
+
+
+@pytest.mark.parametrize("L,H,W", [(2, 2, 100), (3, 1, 7), (1, 4, 33), (2, 3, 0)])
+def test_path_mix_kernel_matches_einsum_forward_and_backward(L, H, W):
+    from tbdfs_dgl.nn.path_encoder import _PathMix
+
+    if _native.native("path_mix") is None:
+        pytest.skip("the compiled extension is not built")
+    g = torch.Generator().manual_seed(L * 100 + W)
+    a = torch.rand(5, 7, L, H, generator=g).requires_grad_()
+    x = torch.randn(5, 7, L, W, generator=g).requires_grad_()
+    grad = torch.randn(5, 7, H, W, generator=g)
+    u = _PathMix.apply(a, x)
+    ref = torch.einsum("bplh,bplw->bphw", a, x)
+    assert u.shape == ref.shape and torch.allclose(u, ref, atol=1e-5)
+    ga, gx = torch.autograd.grad(u, (a, x), grad)
+    ra, rx = torch.autograd.grad(ref, (a, x), grad)
+    assert torch.allclose(ga, ra, atol=1e-4) and torch.allclose(gx, rx, atol=1e-5)
+    # Only what is asked for is computed; non-contiguous inputs are fine.
+    (gx_only,) = torch.autograd.grad(_PathMix.apply(a.detach(), x), (x,), grad)
+    assert torch.allclose(gx_only, rx, atol=1e-5)
+    xt = x.detach().transpose(0, 1).contiguous().transpose(0, 1)
+    assert torch.allclose(_PathMix.apply(a.detach(), xt), ref.detach(), atol=1e-5)
+    # Elementwise per path: the thread count changes nothing.
+    outs = []
+    for threads in (1, 3):
+        torch.set_num_threads(threads)
+        outs.append(_PathMix.apply(a.detach(), x.detach()))
+    torch.set_num_threads(1)
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_path_mix_kernel_rejects_bad_buffers():
+    if _native.native("path_mix") is None:
+        pytest.skip("the compiled extension is not built")
+    ext = sys.modules["tbdfs_dgl._C"]
+    a, x = np.zeros((4, 2, 2), np.float32), np.zeros((4, 2, 5), np.float32)
+    with pytest.raises(ValueError, match="shape"):
+        ext.path_mix(a, x, np.empty((4, 2, 4), np.float32))
+    with pytest.raises(TypeError):  # never written into a converted copy
+        ext.path_mix(a, x, np.empty((4, 2, 5), np.float64))
+    with pytest.raises(ValueError, match="path_mix"):
+        ext.path_mix(a, np.zeros((4, 3, 5), np.float32), np.empty((4, 2, 5), np.float32))
+    with pytest.raises(ValueError, match="grad_u"):
+        ext.path_mix_backward(a, x, np.zeros((4, 2, 6), np.float32), None, None)
+    with pytest.raises(ValueError, match="grad_x"):
+        ext.path_mix_backward(a, x, np.zeros((4, 2, 5), np.float32), None,
+                              np.empty((4, 2, 4), np.float32))
+
+
+def test_path_encoder_same_with_and_without_native_kernels():
+    torch.manual_seed(0)
+    B, P, L, D = 3, 6, 2, 6
+    enc = PathEncoder(D, 8, num_heads=2, edge_feats=3, time_feats=4)
+    paths = random_paths(B, P, L, num_inst=20, num_edges=15)
+    feat, query = torch.randn(20, D), torch.randn(B, D)
+    edge_feat, rt = torch.randn(15, 3), torch.tensor([60.0, 70.0, 1e8], dtype=torch.float64)
+    outs, grads = [], []
+    for off in ((), ("time_encode", "path_mix")):
+        with _native.disabled(*off):
+            enc.zero_grad()
+            out = enc(paths, feat, query, rt, edge_feat)
+            out.pow(2).sum().backward()
+        outs.append(out.detach())
+        grads.append([p.grad.clone() for p in enc.parameters()])
+    assert torch.allclose(outs[0], outs[1], atol=1e-5)
+    for g0, g1 in zip(*grads):
+        assert torch.allclose(g0, g1, atol=1e-4, rtol=1e-4)
 
 
 def test_path_encoder_ignores_masked_slots():

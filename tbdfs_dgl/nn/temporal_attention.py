@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -176,9 +176,6 @@ class TemporalAttentionConv(nn.Module):
             h_src, h_dst = expand_as_pair(feat, block)
             if dt is None:
                 dt = block.edata["dt"]
-            if edge_feat is not None and edge_feat.shape[-1] != self._edge_feats:
-                raise ValueError(f"edge_feat has width {edge_feat.shape[-1]}, the layer "
-                                 f"expects edge_feats={self._edge_feats}")
             num_dst = h_dst.shape[0]
             H, dk, D = self._num_heads, self._head_feats, self._in_src_feats
             T = self._time_feats
@@ -192,15 +189,7 @@ class TemporalAttentionConv(nn.Module):
             q_pull = torch.einsum("nhd,hdw->nhw", q.view(num_dst, H, dk), wk)
             q_pull = q_pull / math.sqrt(dk)
 
-            # Per-edge raw inputs z = [x ‖ Φ(dt)]; their weight columns are contiguous.
-            z_parts = []
-            z_start = D + self._edge_feats
-            if edge_feat is not None and self._edge_feats:
-                z_parts.append(edge_feat.to(h_src.dtype))
-                z_start = D
-            if T:
-                z_parts.append(self.time_encoder(dt))
-            z_col = slice(z_start, D + self._edge_feats + T)
+            z_parts, z_col = self._edge_inputs(edge_feat, dt, h_src.dtype)
 
             block.srcdata["h"] = h_src.unsqueeze(1)
             block.dstdata["qh"] = q_pull[..., :D].contiguous()
@@ -235,6 +224,22 @@ class TemporalAttentionConv(nn.Module):
             hidden = F.relu(self.fc1(torch.cat([h_dst, agg.reshape(num_dst, -1)], dim=-1)))
             return self.fc2(self.feat_drop(hidden))
 
+    def _edge_inputs(self, edge_feat: Optional[torch.Tensor], dt: torch.Tensor,
+                     dtype: torch.dtype) -> Tuple[List[torch.Tensor], slice]:
+        """Per-edge raw inputs ``z = [x ‖ Φ(dt)]`` (the parts present) and their columns in
+        ``fc_k``/``fc_v``, which are contiguous."""
+        D, E, T = self._in_src_feats, self._edge_feats, self._time_feats
+        if edge_feat is not None and edge_feat.shape[-1] != E:
+            raise ValueError(f"edge_feat has width {edge_feat.shape[-1]}, the layer "
+                             f"expects edge_feats={E}")
+        z_parts, z_start = [], D + E
+        if edge_feat is not None and E:
+            z_parts.append(edge_feat.to(dtype))
+            z_start = D
+        if T:
+            z_parts.append(self.time_encoder(dt))
+        return z_parts, slice(z_start, D + E + T)
+
     def _forward_without_node_inputs(self, block, edge_feat: Optional[torch.Tensor],
                                      dt: Optional[torch.Tensor]) -> torch.Tensor:
         """``forward`` with all-zero node features.
@@ -246,24 +251,14 @@ class TemporalAttentionConv(nn.Module):
         with block.local_scope():
             if dt is None:
                 dt = block.edata["dt"]
-            if edge_feat is not None and edge_feat.shape[-1] != self._edge_feats:
-                raise ValueError(f"edge_feat has width {edge_feat.shape[-1]}, the layer "
-                                 f"expects edge_feats={self._edge_feats}")
             num_dst = block.num_dst_nodes() if block.is_block else block.num_nodes()
-            H, dk, D, T = self._num_heads, self._head_feats, self._in_src_feats, self._time_feats
+            H, dk, T = self._num_heads, self._head_feats, self._time_feats
             w1 = self.fc1.weight[:, self._in_dst_feats:]
-            z_parts = []
-            z_start = D + self._edge_feats
-            if edge_feat is not None and self._edge_feats:
-                z_parts.append(edge_feat.to(w1.dtype))
-                z_start = D
-            if T:
-                z_parts.append(self.time_encoder(dt))
+            z_parts, z_col = self._edge_inputs(edge_feat, dt, w1.dtype)
             if not z_parts:  # no input at all: a_i = 0 for every destination
                 agg = w1.new_zeros(num_dst, H * dk)
             else:
                 z = torch.cat(z_parts, dim=-1)
-                z_col = slice(z_start, D + self._edge_feats + T)
                 if T:
                     phi0 = self.time_encoder(dt.new_zeros(1))
                     q = F.linear(phi0, self.fc_q.weight[:, self._in_dst_feats:])

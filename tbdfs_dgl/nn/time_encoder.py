@@ -2,42 +2,26 @@
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Callable, Tuple
 
 import numpy as np
 import torch
 from torch import nn
 
+from ._native import native
+
 __all__ = ["TimeEncoder"]
 
 
-_NATIVE: Optional[object] = None
-_NATIVE_TRIED = False
-
-
-def _native_kernel() -> Optional[object]:
-    """The compiled extension (its CPU kernel ``time_encode``), or ``None`` without it:
-    ``tbdfs_dgl.nn`` also works where only the Python package is importable."""
-    global _NATIVE, _NATIVE_TRIED
-    if not _NATIVE_TRIED:
-        _NATIVE_TRIED = True
-        try:
-            from .. import _C
-        except ImportError:
-            _C = None
-        _NATIVE = _C if _C is not None and hasattr(_C, "time_encode") else None
-    return _NATIVE
-
-
-def _encode_native(native: object, dt: torch.Tensor, weight: torch.Tensor,
+def _encode_native(kernel: Callable[..., None], dt: torch.Tensor, weight: torch.Tensor,
                    scale: float) -> torch.Tensor:
     """The C++ kernel on CPU tensors: ``[*dt.shape, d, 2]`` float32, same values as the
     torch path below (double phase reduction, float sine/cosine)."""
     d = weight.shape[0]
     flat = dt.detach().reshape(-1).contiguous()
     out = torch.empty(flat.shape[0], 2 * d, dtype=torch.float32)
-    native.time_encode(flat.numpy(), weight.detach().to(torch.float64).contiguous().numpy(),
-                       float(scale), out.numpy(), torch.get_num_threads())
+    kernel(flat.numpy(), weight.detach().to(torch.float64).contiguous().numpy(), float(scale),
+           out.numpy(), torch.get_num_threads())
     return out.view(*dt.shape, d, 2)
 
 
@@ -55,9 +39,9 @@ class _CosSin(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, dt: torch.Tensor, weight: torch.Tensor, scale: float) -> torch.Tensor:
-        native = _native_kernel() if dt.device.type == "cpu" else None
-        if native is not None:
-            out = _encode_native(native, dt, weight, scale)
+        kernel = native("time_encode") if dt.device.type == "cpu" else None
+        if kernel is not None:
+            out = _encode_native(kernel, dt, weight, scale)
             ctx.save_for_backward(dt, out)
             return out.flatten(-2)
         # Δt reaches 1e8 s while w reaches 1e-9: a float32 phase would have no correct

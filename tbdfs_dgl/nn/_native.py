@@ -1,0 +1,42 @@
+"""The C++ extension's CPU kernels for the layers, when the extension is built.
+
+``tbdfs_dgl.nn`` also works where only the Python package is importable (and on GPUs):
+every layer that uses a kernel has a torch path computing the same values.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator, Optional, Set
+
+__all__ = ["native", "disabled"]
+
+_EXT: Any = None
+_LOADED = False
+_DISABLED: Set[str] = set()
+
+
+def native(name: str) -> Optional[Callable[..., Any]]:
+    """The kernel ``tbdfs_dgl._C.<name>``, or ``None`` (not built, or switched off)."""
+    global _EXT, _LOADED
+    if not _LOADED:
+        _LOADED = True
+        try:
+            from .. import _C as ext
+        except ImportError:
+            ext = None
+        _EXT = ext
+    if _EXT is None or name in _DISABLED:
+        return None
+    return getattr(_EXT, name, None)
+
+
+@contextlib.contextmanager
+def disabled(*names: str) -> Iterator[None]:
+    """Within the block, the named kernels are not used (their torch paths run instead);
+    for benchmarks and tests that compare the two."""
+    added = [n for n in names if n not in _DISABLED]
+    _DISABLED.update(added)
+    try:
+        yield
+    finally:
+        _DISABLED.difference_update(added)
