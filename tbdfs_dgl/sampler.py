@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from . import _C
+from ._blocks import csc_block
 from ._validate import index_array, time_array
 from .batch import PathBatch, TemporalBatch
 from .graph import TemporalGraph
@@ -224,8 +225,8 @@ def make_block(num_dst: int, src_nodes: np.ndarray, src_ts: np.ndarray, indptr: 
 
     num_src, m = len(src_nodes), len(eids)
     # Neighbour instances are laid out after the destinations, in edge order.
-    block = dgl.create_block(("csc", (torch.from_numpy(indptr), iota(num_dst, num_src), iota(0, m))),
-                             num_src_nodes=num_src, num_dst_nodes=num_dst)
+    block = csc_block(torch.from_numpy(indptr), iota(num_dst, num_src), iota(0, m),
+                      num_src, num_dst)
     nid, ts = torch.from_numpy(src_nodes), torch.from_numpy(src_ts)
     block.srcdata[dgl.NID] = nid
     block.srcdata["ts"] = ts

@@ -346,3 +346,35 @@ def test_sampler_is_picklable_for_worker_processes():
     b = clone.sample_arrays(nodes, times, batch_id=3)
     for x, y in zip(a[1], b[1]):
         np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("num_dst,degrees", [(3, [2, 0, 1]), (4, [0, 0, 0, 0]), (1, [7])])
+def test_csc_block_equals_dgl_create_block(num_dst, degrees):
+    from tbdfs_dgl import _blocks
+
+    m = sum(degrees)
+    indptr = torch.tensor(np.concatenate([[0], np.cumsum(degrees)]), dtype=torch.int64)
+    indices = torch.arange(num_dst, num_dst + m)
+    eids = torch.randperm(m)
+    ours = _blocks.csc_block(indptr, indices, eids, num_dst + m + 2, num_dst)
+    ref = _blocks._standard(indptr, indices, eids, num_dst + m + 2, num_dst)
+    assert _blocks._fast is _blocks._direct  # the fast path passed its self-check here
+    assert _blocks._same(ours, ref)
+    ours.srcdata["x"] = torch.ones(ours.num_src_nodes(), 2)
+    ours.update_all(dgl.function.copy_u("x", "m"), dgl.function.sum("m", "y"))
+    assert torch.equal(ours.dstdata["y"][:, 0], torch.tensor(degrees, dtype=torch.float32))
+
+
+def test_csc_block_falls_back_when_dgl_internals_differ(monkeypatch):
+    from tbdfs_dgl import _blocks
+
+    def broken(*args):
+        raise AttributeError("an internal that moved")
+
+    monkeypatch.setattr(_blocks, "_direct", broken)
+    monkeypatch.setattr(_blocks, "_checked", False)
+    monkeypatch.setattr(_blocks, "_fast", None)
+    indptr, idx = torch.tensor([0, 1]), torch.tensor([1])
+    block = _blocks.csc_block(indptr, idx, torch.tensor([0]), 2, 1)
+    assert _blocks._checked and _blocks._fast is None
+    assert block.num_edges() == 1 and block.num_src_nodes() == 2
