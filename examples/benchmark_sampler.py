@@ -12,8 +12,10 @@ roots/s, sampled edges/s, valid paths/s and ms/batch:
 (a)  the C++ sampler alone, ``TemporalSampler.sample_arrays(paths=True)``, and with
      ``paths=False`` for context;
 (b)  the full ``TemporalSampler.sample()``: a ``TemporalBatch`` with DGL blocks and paths;
-(c)  only the ``dgl.create_block`` calls that (b) makes, on pre-sampled arrays with their
-     input tensors prepared outside the timing and no data set (the floor (b) can reach);
+(c)  the same blocks by ``dgl.create_block`` calls, on pre-sampled arrays with their input
+     tensors prepared outside the timing and no data set (DGL's standard way, the target's
+     yardstick); (c') the same by ``tbdfs_dgl._blocks.csc_block``, which (b) uses (DGL's
+     graph-index constructors, checked against ``create_block``);
 (d)  DGL GraphBolt's temporal sampler (uniform only; it has no most-recent strategy), both
      per hop with each neighbour at its edge's time (the same semantics as tbdfs) and as
      shipped (``TemporalNeighborSampler``: every sampled neighbour inherits its
@@ -584,6 +586,7 @@ def run_benchmark(args: argparse.Namespace, w: Dict[str, Any], graph: Any,
     import dgl
     import torch
     from tbdfs_dgl import TemporalSampler
+    from tbdfs_dgl._blocks import csc_block
     from tbdfs_dgl.sampler import make_block
 
     fanouts = args.fanouts
@@ -628,6 +631,10 @@ def run_benchmark(args: argparse.Namespace, w: Dict[str, Any], graph: Any,
                         dgl.create_block(("csc", (ip, ind, ea)), num_src_nodes=ns,
                                          num_dst_nodes=nd)
 
+                def fast_blocks(i: int, ba=ps["block_args"]) -> None:
+                    for ip, ind, ea, ns, nd in ba[i]:
+                        csc_block(ip, ind, ea, ns, nd)
+
                 def data_blocks(i: int, hs=ps["hops"]) -> None:
                     for hop in hs[i]:
                         make_block(*hop)
@@ -636,6 +643,7 @@ def run_benchmark(args: argparse.Namespace, w: Dict[str, Any], graph: Any,
                                        ("a_arrays_nopaths", arrays_nopaths, None),
                                        ("b_temporal_batch", full_batch, ps["paths"]),
                                        ("c_create_block", bare_blocks, None),
+                                       ("c_csc_block", fast_blocks, None),
                                        ("c_make_block", data_blocks, None)):
                     methods[key] = _method(fn, all_idx, edges=ps["edges"], paths=paths)
             if gbr is not None and strat == gb_strategy:
@@ -736,7 +744,8 @@ LABELS = {
     "a_arrays_nopaths": "(a) C++ sample_arrays, paths=False",
     "b_temporal_batch": "(b) sample(): TemporalBatch, DGL blocks + paths",
     "c_create_block": "(c) bare dgl.create_block calls of (b)",
-    "c_make_block": "(c+) make_block(): create_block + NID/ts/EID/dt data",
+    "c_csc_block": "(c') the same blocks by tbdfs_dgl._blocks.csc_block, as (b) builds them",
+    "c_make_block": "(c+) make_block(): csc_block + NID/ts/EID/dt data",
     "d_graphbolt_per_hop": "(d) GraphBolt per hop, edge-time frontier",
     "d_graphbolt_shipped": "(d) GraphBolt TemporalNeighborSampler as shipped",
     "e_python_reference": "(e) pure-Python reference",

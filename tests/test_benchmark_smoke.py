@@ -25,7 +25,7 @@ def test_quick_synthetic_run_writes_positive_figures(bench, tmp_path, capsys):
     rows = doc["results"]
     kinds = {r["measurement"] for r in rows}
     assert {"a_arrays_paths", "a_arrays_nopaths", "b_temporal_batch",
-            "c_create_block"} <= kinds
+            "c_create_block", "c_csc_block", "c_make_block"} <= kinds
     assert {r["strategy"] for r in rows} == {"recent", "uniform"}
     for r in rows:
         if "error" in r:  # GraphBolt may fail on some installs: then the text is reported
