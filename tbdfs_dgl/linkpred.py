@@ -116,19 +116,32 @@ def chronological_split(data: TemporalDataset, val_ratio: float = 0.15, test_rat
 
 # ---------------------------------------------------------------------------- negatives
 class NegativeSampler:
-    """Uniform negative destinations: the destination side (bipartite) or all nodes."""
+    """Uniform negative destinations among the nodes that are destinations of ``rows``.
 
-    def __init__(self, data: TemporalDataset) -> None:
-        if data.bipartite:
-            self.low, self.high = int(data.num_src_nodes), int(data.num_nodes)
-        else:
-            self.low, self.high = 0, int(data.num_nodes)
-        if self.high <= self.low:
-            raise ValueError(f"{data.name}: no nodes to draw negatives from")
+    As TGAT's ``RandEdgeSampler``: training draws among the training interactions'
+    destinations, evaluation among all interactions' destinations.  Drawing over every node
+    id instead would offer nodes that never interact in the data at hand (e.g. a graph cut
+    to its first interactions), which a model tells apart from real destinations by their
+    empty history alone.
+
+    Parameters
+    ----------
+    data : TemporalDataset
+        The interactions.
+    rows : array-like of bool or int, optional
+        The interactions whose destinations are candidates (a mask or row indices);
+        default all.
+    """
+
+    def __init__(self, data: TemporalDataset, rows: Optional[np.ndarray] = None) -> None:
+        dst = np.asarray(data.dst)
+        self.candidates = np.unique(dst if rows is None else dst[np.asarray(rows)])
+        if len(self.candidates) == 0:
+            raise ValueError(f"{data.name}: no destinations to draw negatives from")
 
     def __call__(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """Draw ``n`` negative destinations."""
-        return rng.integers(self.low, self.high, n, dtype=np.int64)
+        return self.candidates[rng.integers(0, len(self.candidates), n)].astype(np.int64)
 
 
 # ---------------------------------------------------------------------------- config
@@ -306,7 +319,8 @@ class LinkPredictionTrainer:
         self.split = split or chronological_split(data, seed=config.seed)
         self.model_kwargs = model_kwargs or {}
         self.log = log
-        self.negatives = NegativeSampler(data)
+        self.train_negatives = NegativeSampler(data, self.split.train)
+        self.eval_negatives = NegativeSampler(data)
         # Always strict, even for the "-time" ablation (whose model asks for 'inclusive'):
         # an inclusive sampler would show every query its own interaction, a label leak.
         time_rule = "strict"
@@ -330,13 +344,14 @@ class LinkPredictionTrainer:
         self._pool = ThreadPoolExecutor(1) if config.prefetch else None
 
     # ------------------------------------------------------------------ batches
-    def _batches(self, rows: np.ndarray, rng: np.random.Generator) -> List[Tuple[np.ndarray, ...]]:
+    def _batches(self, rows: np.ndarray, rng: np.random.Generator,
+                 negatives: NegativeSampler) -> List[Tuple[np.ndarray, ...]]:
         """Chronological batches of (src, dst, neg, ts) for the given dataset rows."""
         bs = self.config.batch_size
         out = []
         for lo in range(0, len(rows), bs):
             r = rows[lo:lo + bs]
-            out.append((self.data.src[r], self.data.dst[r], self.negatives(len(r), rng),
+            out.append((self.data.src[r], self.data.dst[r], negatives(len(r), rng),
                         self.data.ts[r].astype(np.float64), r))
             if self.config.max_batches and len(out) >= self.config.max_batches:
                 break
@@ -389,7 +404,7 @@ class LinkPredictionTrainer:
         """One pass over the training interactions; returns (loss, sample s, model s, batches)."""
         self.model.train()
         rng = np.random.default_rng([self.config.seed, epoch, 1])
-        items = self._batches(np.flatnonzero(self.split.train), rng)
+        items = self._batches(np.flatnonzero(self.split.train), rng, self.train_negatives)
         n = self.config.train_batches
         if n is not None and n < len(items):
             pick = np.random.default_rng([self.config.seed, epoch, 3]).choice(
@@ -426,7 +441,7 @@ class LinkPredictionTrainer:
             pick = np.random.default_rng([self.config.seed, 0 if part == "val" else 1, 4])
             rows = np.sort(pick.choice(rows, cap, replace=False))
         rng = np.random.default_rng([self.config.seed, 0 if part == "val" else 1, 2])
-        items = self._batches(rows, rng)
+        items = self._batches(rows, rng, self.eval_negatives)
         pos_all, neg_all, row_all = [], [], []
         base = 2_000_000_000 if part == "val" else 3_000_000_000
         for item, batch, _ in self._iterate(self.eval_sampler, items, base, remap=False):

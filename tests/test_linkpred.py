@@ -38,12 +38,27 @@ def test_split_is_chronological_and_holds_out_new_nodes(small):
     assert s.val_inductive.sum() > 0
 
 
-def test_negatives_come_from_the_destination_side(small):
+def test_negatives_are_destinations_of_the_rows_in_use(small):
     neg = NegativeSampler(small)(5000, np.random.default_rng(0))
-    assert neg.min() >= small.num_src_nodes and neg.max() < small.num_nodes
-    general = TemporalDataset(name="g", src=[0, 1], dst=[1, 2], ts=[1, 2], num_nodes=5)
+    assert set(neg.tolist()) == set(np.unique(small.dst).tolist())  # bipartite: pages
+    assert neg.min() >= small.num_src_nodes and neg.dtype == np.int64
+    general = TemporalDataset(name="g", src=[0, 1, 3], dst=[1, 2, 1], ts=[1, 2, 3], num_nodes=6)
     neg = NegativeSampler(general)(2000, np.random.default_rng(0))
-    assert set(neg.tolist()) == {0, 1, 2, 3, 4}
+    assert set(neg.tolist()) == {1, 2}  # never 0, 3 (sources only) or 4, 5 (isolated)
+    neg = NegativeSampler(general, np.array([True, False, True]))(500, np.random.default_rng(0))
+    assert set(neg.tolist()) == {1}
+    with pytest.raises(ValueError, match="no destinations"):
+        NegativeSampler(general, np.zeros(3, bool))
+
+
+def test_trainer_draws_training_negatives_from_training_destinations(small):
+    trainer = _recording_trainer(small)
+    train_dst = set(small.dst[trainer.split.train].tolist())
+    assert set(trainer.train_negatives.candidates.tolist()) == train_dst
+    assert set(trainer.eval_negatives.candidates.tolist()) == set(small.dst.tolist())
+    held_out = set(trainer.split.held_out_nodes.tolist())
+    assert not held_out & set(trainer.train_negatives.candidates.tolist())
+    trainer.close()
 
 
 def test_metrics_over_a_whole_split():

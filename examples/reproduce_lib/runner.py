@@ -217,11 +217,11 @@ class _TailTrainer(LinkPredictionTrainer):
     training batches have the history of late training batches (the first ones of a split
     have almost no temporal neighbours and are much cheaper)."""
 
-    def _batches(self, rows: np.ndarray, rng: np.random.Generator):
+    def _batches(self, rows: np.ndarray, rng: np.random.Generator, negatives):
         cap = self.config.max_batches
         if cap:
             rows = rows[max(0, len(rows) - cap * self.config.batch_size):]
-        return super()._batches(rows, rng)
+        return super()._batches(rows, rng, negatives)
 
 
 def measure_speed(dataset: str, budget: Budget, family: str, batches: int = 2,
