@@ -10,9 +10,16 @@ its own with ``--report-only``.
 
 Examples
 --------
-The default grid at the session budget (about 2 h on 2 cores; resumable)::
+The default grid at the session budget (first 2,000 interactions of each graph; about 2 h
+on 2 cores, resumable)::
 
     python examples/reproduce.py --budget session
+
+On whole graphs with a training budget (report in ``docs/graphs/``), on both cores::
+
+    python examples/reproduce.py --budget graphs --shard 0/2 --threads 1 --no-report &
+    python examples/reproduce.py --budget graphs --shard 1/2 --threads 1 --no-report
+    python examples/reproduce.py --budget graphs --report-only
 
 A seconds-long smoke run; part of the grid; only the report::
 
@@ -84,7 +91,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         "grid and its results file, to use several cores")
     p.add_argument("--out-dir", default=None,
                    help="where results.md and the plots go (default: docs/ for the session "
-                        "and full presets; runs/reproduce/<budget>/, which git ignores, for "
+                        "preset, docs/graphs/ and docs/full/ for those presets; "
+                        "runs/reproduce/<budget>/, which git ignores, for "
                         "smoke and for budgets with overrides, so they never overwrite the "
                         "committed report)")
     p.add_argument("--results", default=None,
@@ -249,10 +257,10 @@ def _parse_shard(text: str) -> Tuple[int, int]:
 
 
 def default_out_dir(budget_name: str) -> Path:
-    if budget_name in ("session", "full"):
+    if budget_name == "session":
         return ROOT / "docs"
-    if budget_name == "graphs":
-        return ROOT / "docs" / "graphs"
+    if budget_name in ("graphs", "full"):  # a report per preset: none overwrites another
+        return ROOT / "docs" / budget_name
     safe = "".join(c if c.isalnum() or c in "-_.=," else "_" for c in budget_name)
     return ROOT / "runs" / "reproduce" / safe
 

@@ -285,6 +285,8 @@ def test_graphs_budget_reaches_the_trainer():
     assert (cfg.train_batches, cfg.val_events, cfg.test_events, cfg.seed) == (
         b.train_batches, b.val_events, b.test_events, 3)
     assert reproduce.default_out_dir("graphs") == reproduce.ROOT / "docs" / "graphs"
+    assert reproduce.default_out_dir("full") == reproduce.ROOT / "docs" / "full"
+    assert reproduce.default_out_dir("session") == reproduce.ROOT / "docs"
     over = G.with_overrides(b, train_batches=3)
     assert over.name == "graphs[train_batches=3]"
     assert runner.train_config(over, 0).train_batches == 3
