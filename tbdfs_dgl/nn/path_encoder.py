@@ -51,8 +51,9 @@ def _mixes_natively(a: torch.Tensor, x: torch.Tensor) -> bool:
 
 
 class _PathMix(torch.autograd.Function):
-    """``u[b, p, m] = sum_h a[b, p, h, m] x[b, p, h]``: ``[B, P, L, H]`` weights and
-    ``[B, P, L, W]`` inputs to ``[B, P, H, W]``, by the C++ kernel ``path_mix``.
+    """``u[b, p, m] = sum_l a[b, p, l, m] x[b, p, l]`` (``l`` hop, ``m`` head):
+    ``[B, P, L, H]`` weights and ``[B, P, L, W]`` inputs to ``[B, P, H, W]``, by the C++
+    kernel ``path_mix``.
 
     As batched matrix products these are ``B·P`` products of ``[H, L] x [L, W]`` matrices
     with ``L, H`` of 2 or 3, for which BLAS (and their backward) spend far more time
