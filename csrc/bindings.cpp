@@ -3,14 +3,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <array>
 #include <cstring>
-#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "path_mix.h"
 #include "paths.h"
 #include "sample.h"
 #include "tcsr.h"
@@ -174,54 +171,6 @@ void time_encode_py(const CArray<double>& dt, const CArray<double>& weight, doub
   time_encode(dt.data(), n, weight.data(), d, static_cast<float>(scale), dst, num_threads);
 }
 
-using FloatOut = py::array_t<float, py::array::c_style>;
-
-// [num, L, H] weights and [num, L, W] inputs: returns (num, L, H, W) after checking shapes.
-std::array<int64_t, 4> mix_dims(const CArray<float>& a, const CArray<float>& x) {
-  if (a.ndim() != 3 || x.ndim() != 3)
-    throw InputError("path_mix: a must be [num, L, H] and x [num, L, W]");
-  if (a.shape(0) != x.shape(0) || a.shape(1) != x.shape(1))
-    throw InputError("path_mix: a is [" + std::to_string(a.shape(0)) + ", " +
-                     std::to_string(a.shape(1)) + ", H] but x is [" + std::to_string(x.shape(0)) +
-                     ", " + std::to_string(x.shape(1)) + ", W]");
-  return {a.shape(0), a.shape(1), a.shape(2), x.shape(2)};
-}
-
-void check_out(const FloatOut& out, std::array<int64_t, 3> shape, const char* name) {
-  if (out.ndim() != 3 || out.shape(0) != shape[0] || out.shape(1) != shape[1] ||
-      out.shape(2) != shape[2])
-    throw InputError(std::string(name) + " must be a float32 array of shape [" +
-                     std::to_string(shape[0]) + ", " + std::to_string(shape[1]) + ", " +
-                     std::to_string(shape[2]) + "]");
-  if (!out.writeable()) throw InputError(std::string(name) + " must be writeable");
-}
-
-void path_mix_py(const CArray<float>& a, const CArray<float>& x, FloatOut out, int num_threads) {
-  const auto d = mix_dims(a, x);
-  check_out(out, {d[0], d[2], d[3]}, "out");
-  if (num_threads < 1) throw InputError("num_threads must be >= 1");
-  float* u = out.mutable_data();
-  py::gil_scoped_release release;
-  path_mix(a.data(), x.data(), d[0], d[1], d[2], d[3], u, num_threads);
-}
-
-void path_mix_backward_py(const CArray<float>& a, const CArray<float>& x,
-                          const CArray<float>& grad_u, std::optional<FloatOut> grad_a,
-                          std::optional<FloatOut> grad_x, int num_threads) {
-  const auto d = mix_dims(a, x);
-  if (grad_u.ndim() != 3 || grad_u.shape(0) != d[0] || grad_u.shape(1) != d[2] ||
-      grad_u.shape(2) != d[3])
-    throw InputError("grad_u must be [num, H, W] like path_mix's output");
-  if (grad_a) check_out(*grad_a, {d[0], d[1], d[2]}, "grad_a");
-  if (grad_x) check_out(*grad_x, {d[0], d[1], d[3]}, "grad_x");
-  if (num_threads < 1) throw InputError("num_threads must be >= 1");
-  float* ga = grad_a ? grad_a->mutable_data() : nullptr;
-  float* gx = grad_x ? grad_x->mutable_data() : nullptr;
-  py::gil_scoped_release release;
-  path_mix_backward(a.data(), x.data(), grad_u.data(), d[0], d[1], d[2], d[3], ga, gx,
-                    num_threads);
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -262,13 +211,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("time_encode", &time_encode_py, py::arg("dt"), py::arg("weight"), py::arg("scale"),
         py::arg("out").noconvert(), py::arg("num_threads") = 1,
         "Write scale * [cos(w dt), sin(w dt)] (interleaved) for every dt into out [n, 2d].");
-  m.def("path_mix", &path_mix_py, py::arg("a"), py::arg("x"), py::arg("out").noconvert(),
-        py::arg("num_threads") = 1,
-        "out[n, h] = sum_l a[n, l, h] * x[n, l] (a [num, L, H], x [num, L, W], float32).");
-  m.def("path_mix_backward", &path_mix_backward_py, py::arg("a"), py::arg("x"),
-        py::arg("grad_u"), py::arg("grad_a").noconvert(), py::arg("grad_x").noconvert(),
-        py::arg("num_threads") = 1,
-        "Gradients of path_mix into grad_a [num, L, H] and grad_x [num, L, W] (None: skip).");
   m.def("sample", &sample, py::arg("csr"), py::arg("nodes"), py::arg("times"),
         py::arg("fanouts"), py::arg("recent"), py::arg("replace"), py::arg("strict"),
         py::arg("seed"), py::arg("stream"), py::arg("num_threads"), py::arg("with_paths") = true,

@@ -16,10 +16,8 @@ below the thread count means the process waited for a core.
 
 ``--baseline`` adds rows that switch off this package's CPU speed-ups, to measure them on
 the same machine in the same run: ``torch-time`` evaluates the time encoding with torch
-operations instead of the C++ kernel, ``torch-mix`` mixes each path's hop inputs by their
-attention weights with ``torch.einsum`` instead of the C++ kernel, ``zero-inputs`` feeds
-explicit zero node features to the first BFS layer of a featureless graph instead of
-skipping the node terms.
+operations instead of the C++ kernel, ``zero-inputs`` feeds explicit zero node features to
+the first BFS layer of a featureless graph instead of skipping the node terms.
 
 Examples::
 
@@ -52,7 +50,7 @@ from tbdfs_dgl.data import (TemporalDataset, default_data_dir, load_dataset,  # 
                             make_wikipedia_like)
 
 VARIANTS = {"tbdfs": dict(alpha=0.5), "tgat": dict(alpha=1.0), "dfs": dict(alpha=0.0)}
-BASELINES = ("torch-time", "torch-mix", "zero-inputs")
+BASELINES = ("torch-time", "zero-inputs")
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -90,10 +88,10 @@ def _switched_off(baseline: Optional[str]) -> Iterator[None]:
     if baseline is None:
         yield
         return
-    if baseline in ("torch-time", "torch-mix"):
+    if baseline == "torch-time":
         from tbdfs_dgl.nn import _native
 
-        with _native.disabled("time_encode" if baseline == "torch-time" else "path_mix"):
+        with _native.disabled("time_encode"):
             yield
         return
     if baseline == "zero-inputs":

@@ -339,54 +339,6 @@ def test_path_encoder_matches_reference(path_agg, edge_feats, use_time):
                           enc(paths, zeros, query, root_times, edge_feat), atol=1e-6)
 
 
-@pytest.mark.parametrize("L,H,W", [(2, 2, 100), (3, 1, 7), (1, 4, 33), (2, 3, 0)])
-def test_path_mix_kernel_matches_einsum_forward_and_backward(L, H, W):
-    from tbdfs_dgl.nn.path_encoder import _PathMix
-
-    if _native.native("path_mix") is None:
-        pytest.skip("the compiled extension is not built")
-    g = torch.Generator().manual_seed(L * 100 + W)
-    a = torch.rand(5, 7, L, H, generator=g).requires_grad_()
-    x = torch.randn(5, 7, L, W, generator=g).requires_grad_()
-    grad = torch.randn(5, 7, H, W, generator=g)
-    u = _PathMix.apply(a, x)
-    ref = torch.einsum("bplh,bplw->bphw", a, x)
-    assert u.shape == ref.shape and torch.allclose(u, ref, atol=1e-5)
-    ga, gx = torch.autograd.grad(u, (a, x), grad)
-    ra, rx = torch.autograd.grad(ref, (a, x), grad)
-    assert torch.allclose(ga, ra, atol=1e-4) and torch.allclose(gx, rx, atol=1e-5)
-    # Only what is asked for is computed; non-contiguous inputs are fine.
-    (gx_only,) = torch.autograd.grad(_PathMix.apply(a.detach(), x), (x,), grad)
-    assert torch.allclose(gx_only, rx, atol=1e-5)
-    xt = x.detach().transpose(0, 1).contiguous().transpose(0, 1)
-    assert torch.allclose(_PathMix.apply(a.detach(), xt), ref.detach(), atol=1e-5)
-    # Elementwise per path: the thread count changes nothing.
-    outs = []
-    for threads in (1, 3):
-        torch.set_num_threads(threads)
-        outs.append(_PathMix.apply(a.detach(), x.detach()))
-    torch.set_num_threads(1)
-    assert torch.equal(outs[0], outs[1])
-
-
-def test_path_mix_kernel_rejects_bad_buffers():
-    if _native.native("path_mix") is None:
-        pytest.skip("the compiled extension is not built")
-    ext = sys.modules["tbdfs_dgl._C"]
-    a, x = np.zeros((4, 2, 2), np.float32), np.zeros((4, 2, 5), np.float32)
-    with pytest.raises(ValueError, match="shape"):
-        ext.path_mix(a, x, np.empty((4, 2, 4), np.float32))
-    with pytest.raises(TypeError):  # never written into a converted copy
-        ext.path_mix(a, x, np.empty((4, 2, 5), np.float64))
-    with pytest.raises(ValueError, match="path_mix"):
-        ext.path_mix(a, np.zeros((4, 3, 5), np.float32), np.empty((4, 2, 5), np.float32))
-    with pytest.raises(ValueError, match="grad_u"):
-        ext.path_mix_backward(a, x, np.zeros((4, 2, 6), np.float32), None, None)
-    with pytest.raises(ValueError, match="grad_x"):
-        ext.path_mix_backward(a, x, np.zeros((4, 2, 5), np.float32), None,
-                              np.empty((4, 2, 4), np.float32))
-
-
 def test_path_encoder_same_with_and_without_native_kernels():
     torch.manual_seed(0)
     B, P, L, D = 3, 6, 2, 6
@@ -395,7 +347,7 @@ def test_path_encoder_same_with_and_without_native_kernels():
     feat, query = torch.randn(20, D), torch.randn(B, D)
     edge_feat, rt = torch.randn(15, 3), torch.tensor([60.0, 70.0, 1e8], dtype=torch.float64)
     outs, grads = [], []
-    for off in ((), ("time_encode", "path_mix")):
+    for off in ((), ("time_encode",)):
         with _native.disabled(*off):
             enc.zero_grad()
             out = enc(paths, feat, query, rt, edge_feat)
