@@ -289,6 +289,20 @@ def test_conv_without_node_inputs_equals_zero_features(edge_feats, use_time):
                                   g_ref, atol=1e-5), n
 
 
+def test_per_edge_graph_has_one_source_per_edge_in_edge_order():
+    from tbdfs_dgl.nn.temporal_attention import _per_edge_graph
+
+    g = dgl.rand_graph(30, 120)
+    block = dgl.to_block(dgl.in_subgraph(g, torch.arange(10)), torch.arange(10))
+    for graph, num_dst in ((hand_block(), 3), (block, 10), (g, 30), (g.int(), 30)):
+        helper = _per_edge_graph(graph, num_dst)
+        src, dst, eid = helper.edges(form="all", order="eid")
+        assert helper.num_src_nodes() == graph.num_edges()
+        assert helper.num_dst_nodes() == num_dst
+        assert torch.equal(src, eid) and torch.equal(eid, torch.arange(graph.num_edges()))
+        assert torch.equal(dst.long(), graph.edges(order="eid")[1].long())
+
+
 def test_conv_validation():
     with pytest.raises(ValueError):
         TemporalAttentionConv(4, 7, num_heads=2)

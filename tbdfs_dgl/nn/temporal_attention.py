@@ -13,6 +13,7 @@ import dgl.function as fn
 from dgl.nn.functional import edge_softmax
 from dgl.utils import expand_as_pair
 
+from .._blocks import csc_block
 from .time_encoder import TimeEncoder
 
 __all__ = ["TemporalAttentionConv"]
@@ -47,6 +48,21 @@ def _reset_attention(projections, merge) -> None:
     for lin in merge:
         nn.init.xavier_normal_(lin.weight, gain=nn.init.calculate_gain("relu"))
         nn.init.zeros_(lin.bias)
+
+
+def _per_edge_graph(block, num_dst: int):
+    """A block with one source per edge of ``block`` (edge ``e``: ``e -> dst(e)``, edge id
+    ``e``), so that per-edge inputs go through DGL's broadcasting SDDMM/SpMM as source
+    features, without forming ``[E, heads, width]`` products."""
+    num_edges = block.num_edges()
+    if block.device.type == "cpu" and block.idtype == torch.int64:
+        # The CSC arrays already exist; csc_block skips create_block's per-call overhead.
+        indptr, _, eids = block.adj_tensors("csc")
+        return csc_block(indptr, eids, eids, num_edges, num_dst)
+    _, dst_ids = block.edges()
+    return dgl.create_block(
+        (torch.arange(num_edges, dtype=dst_ids.dtype, device=dst_ids.device), dst_ids),
+        num_src_nodes=num_edges, num_dst_nodes=num_dst)
 
 
 class TemporalAttentionConv(nn.Module):
@@ -200,11 +216,7 @@ class TemporalAttentionConv(nn.Module):
                 # edge (edge e: e -> dst(e)), so that DGL's broadcasting SDDMM/SpMM handle
                 # them without forming [E, H, width] products.
                 z = torch.cat(z_parts, dim=-1).unsqueeze(1)
-                _, dst_ids = block.edges()
-                num_edges = dst_ids.shape[0]
-                edge_graph = dgl.create_block(
-                    (torch.arange(num_edges, dtype=dst_ids.dtype, device=dst_ids.device),
-                     dst_ids), num_src_nodes=num_edges, num_dst_nodes=num_dst)
+                edge_graph = _per_edge_graph(block, num_dst)
                 edge_graph.srcdata["z"] = z
                 edge_graph.dstdata["qz"] = q_pull[..., z_col].contiguous()
                 edge_graph.apply_edges(fn.u_dot_v("z", "qz", "sz"))
@@ -268,10 +280,7 @@ class TemporalAttentionConv(nn.Module):
                 else:  # a zero query: uniform attention
                     score = z.new_zeros(z.shape[0], H, 1)
                 attn = self.attn_drop(edge_softmax(block, score))
-                _, dst_ids = block.edges()
-                edge_graph = dgl.create_block(
-                    (torch.arange(z.shape[0], dtype=dst_ids.dtype, device=dst_ids.device),
-                     dst_ids), num_src_nodes=z.shape[0], num_dst_nodes=num_dst)
+                edge_graph = _per_edge_graph(block, num_dst)
                 edge_graph.srcdata["z"] = z.unsqueeze(1)
                 edge_graph.edata["a"] = attn
                 edge_graph.update_all(fn.u_mul_e("z", "a", "m"), fn.sum("m", "zw"))
