@@ -10,6 +10,7 @@
 
 #include "paths.h"
 #include "sample.h"
+#include "tables.h"
 #include "tcsr.h"
 #include "time_encode.h"
 
@@ -114,7 +115,8 @@ py::tuple input_edges(const TCSR& g) {
 
 py::tuple sample(const TCSR& g, const CArray<int64_t>& nodes, const CArray<double>& times,
                  std::vector<int64_t> fanouts, bool recent, bool replace, bool strict,
-                 uint64_t seed, uint64_t stream, int num_threads, bool with_paths) {
+                 uint64_t seed, uint64_t stream, int num_threads, bool with_paths,
+                 bool with_tables) {
   check_1d(nodes, "nodes");
   check_1d(times, "times");
   if (nodes.size() != times.size())
@@ -131,10 +133,28 @@ py::tuple sample(const TCSR& g, const CArray<int64_t>& nodes, const CArray<doubl
 
   std::vector<Hop> hops;
   PathArrays paths;
+  std::vector<LayerTableArrays> tables;
   {
     py::gil_scoped_release release;
     hops = sample_tree(g, nodes.data(), times.data(), nodes.size(), opt);
     if (with_paths) paths = explode_paths(hops, opt.fanouts, num_threads);
+    if (with_tables) {
+      const size_t L = hops.size();
+      for (size_t h = 0; h < L; ++h)  // hop h draws fanouts[L - 1 - h] neighbours
+        tables.push_back(dense_table(hops[h], opt.fanouts[L - 1 - h], num_threads));
+    }
+  }
+  py::object out_tables = py::none();
+  if (with_tables) {
+    py::list lst;
+    for (LayerTableArrays& t : tables) {
+      const std::vector<py::ssize_t> shape{t.num_dst, t.k};
+      lst.append(py::make_tuple(to_numpy(std::move(t.nbr), shape),
+                                to_numpy<uint8_t, bool>(std::move(t.mask), shape),
+                                to_numpy(std::move(t.dt), shape),
+                                to_numpy(std::move(t.eid), shape)));
+    }
+    out_tables = lst;
   }
 
   py::list out_hops;
@@ -146,13 +166,13 @@ py::tuple sample(const TCSR& g, const CArray<int64_t>& nodes, const CArray<doubl
                                    to_numpy(std::move(h.eid), {ne}),
                                    to_numpy(std::move(h.dt), {ne})));
   }
-  if (!with_paths) return py::make_tuple(out_hops, py::none());
+  if (!with_paths) return py::make_tuple(out_hops, py::none(), out_tables);
   const std::vector<py::ssize_t> shape{paths.num_roots, paths.num_paths, paths.num_hops};
   py::tuple out_paths = py::make_tuple(
       to_numpy(std::move(paths.nodes), shape), to_numpy(std::move(paths.eids), shape),
       to_numpy(std::move(paths.ts), shape), to_numpy<uint8_t, bool>(std::move(paths.mask), shape),
       to_numpy(std::move(paths.src_index), shape));
-  return py::make_tuple(out_hops, out_paths);
+  return py::make_tuple(out_hops, out_paths, out_tables);
 }
 
 // `out` is bound with noconvert(): a converted copy would take the results silently.
@@ -214,5 +234,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("sample", &sample, py::arg("csr"), py::arg("nodes"), py::arg("times"),
         py::arg("fanouts"), py::arg("recent"), py::arg("replace"), py::arg("strict"),
         py::arg("seed"), py::arg("stream"), py::arg("num_threads"), py::arg("with_paths") = true,
-        "Sample an L-layer temporal tree; returns (hops, paths) as numpy arrays.");
+        py::arg("with_tables") = false,
+        "Sample an L-layer temporal tree; returns (hops, paths, tables) as numpy arrays\n"
+        "(paths / tables None unless asked for; tables per hop: nbr, mask, dt, eid).");
 }

@@ -1,35 +1,38 @@
 #!/usr/bin/env python
-"""Benchmark one training step and one evaluation pass of TBDFSModel on sampled batches.
+"""Benchmark TBDFSModel training as LinkPredictionTrainer runs it: ms per batch and s per
+epoch, sampling included, on CPU or CUDA.
 
-A batch holds ``--batch-size`` interactions taken from across the graph's time range; its
-roots are their sources, destinations and one random negative each (600 roots for 200
-interactions), sampled once, before any timing, with ``TemporalSampler`` (the sampler has
-its own benchmark, ``benchmark_sampler.py``).  Per model variant and torch thread count:
+Each configuration (setting × variant × implementation) gets its own trainer on the same
+data.  A timed round runs ``--batches`` training batches drawn at random from the training
+period (in time order, as the ``graphs`` reproduction budget does): the prefetching sampler
+thread, the copy to the device, forward, loss, backward and the Adam step — everything of
+an epoch except evaluation.  Configurations take turns in every round, so that load from
+other processes falls on all of them alike; the figures are medians over rounds of the
+per-batch wall time, and s/epoch multiplies that by the epoch's training batches (ours, and
+the official code's 382 on Wikipedia).
 
-- **train ms/batch**: forward, the link loss (one negative per positive), backward and an
-  Adam step, as ``LinkPredictionTrainer`` does;
-- **eval ms/batch**: forward under ``torch.no_grad()`` in eval mode.
+Settings (``--settings``):
 
-Both are medians over the timed batches after two warm-up batches; variants take turns in
-every repeat so that load from other processes falls on all of them alike.  ``cpu/wall``
-below the thread count means the process waited for a core.
+- ``defaults``: ours — fanouts [10, 10] recent, width 100, time width 100, featureless.
+- ``official4`` / ``official172``: the official tDFS code's Wikipedia setting —
+  fanouts [20, 20] uniform, model width = time width = feature width W (4 or 172), W zero
+  columns of node and edge features (the official code's stand-in for absent features).
 
-``--baseline`` adds rows that switch off this package's CPU speed-ups, to measure them on
-the same machine in the same run: ``torch-time`` evaluates the time encoding with torch
-operations instead of the C++ kernel, ``zero-inputs`` feeds explicit zero node features to
-the first BFS layer of a featureless graph instead of skipping the node terms.
+Implementations (``--impls``): ``dense`` is the package (dense tables, torch only, any
+device); ``dgl`` is the release-0.1 computation kept as the tests' reference (DGL message
+passing on blocks, the per-slot path encoder; CPU only with PyPI's DGL) — the baseline.
 
 Examples::
 
-    PYTHONPATH=. .venv/bin/python examples/benchmark_model.py                # Wikipedia
-    PYTHONPATH=. .venv/bin/python examples/benchmark_model.py --threads 1 --baseline \\
-        --json docs/benchmarks/model_wikipedia.json
-    PYTHONPATH=. .venv/bin/python examples/benchmark_model.py --quick       # smoke run
+    PYTHONPATH=. .venv/bin/python examples/benchmark_model.py --quick          # smoke run
+    PYTHONPATH=. .venv/bin/python examples/benchmark_model.py --threads 1 \\
+        --settings defaults,official4 --impls dense,dgl --json docs/benchmarks/model_cpu.json
+    python3 examples/benchmark_model.py --device cuda --settings defaults,official4,official172 \\
+        --compile --json out.json                                    # on a GPU, without DGL
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -37,38 +40,50 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tbdfs_dgl import TBDFSModel, TemporalGraph, TemporalSampler  # noqa: E402
+from tbdfs_dgl import TBDFSModel  # noqa: E402
 from tbdfs_dgl.data import (TemporalDataset, default_data_dir, load_dataset,  # noqa: E402
                             make_wikipedia_like)
+from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig  # noqa: E402
 
-VARIANTS = {"tbdfs": dict(alpha=0.5), "tgat": dict(alpha=1.0), "dfs": dict(alpha=0.0)}
-BASELINES = ("torch-time", "zero-inputs")
+SETTINGS = {
+    "defaults": dict(fanouts=(10, 10), strategy="recent", width=100, time_width=100,
+                     feat_width=0),
+    "official4": dict(fanouts=(20, 20), strategy="uniform", width=4, time_width=4,
+                      feat_width=4),
+    "official172": dict(fanouts=(20, 20), strategy="uniform", width=172, time_width=172,
+                        feat_width=172),
+}
+VARIANTS = {"tbdfs": 0.5, "tgat": 1.0, "dfs": 0.0}
+IMPLS = ("dense", "dgl")
+OFFICIAL_BATCHES_PER_EPOCH = 382  # the official code's Wikipedia epoch (batch 200)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="wikipedia",
-                   help="a load_dataset name (default wikipedia), or 'synthetic'")
+                   help="a load_dataset name (default wikipedia), 'synthetic' (60k events) or "
+                        "'synthetic-wikipedia' (Wikipedia's size: 8,227 + 1,000 nodes, "
+                        "157,474 events; for machines without the data)")
     p.add_argument("--data-dir", default=None, help="default: TBDFS_DATA_DIR or ../shared/data")
-    p.add_argument("--batch-size", type=int, default=200)
-    p.add_argument("--fanouts", default="10,10")
-    p.add_argument("--strategy", choices=["recent", "uniform"], default="uniform")
-    p.add_argument("--hidden-dim", type=int, default=100)
-    p.add_argument("--time-dim", type=int, default=100)
+    p.add_argument("--settings", default="defaults,official4", help=f"of {', '.join(SETTINGS)}")
     p.add_argument("--variants", default="tbdfs,tgat", help=f"of {', '.join(VARIANTS)}")
-    p.add_argument("--threads", default="1,2", help="torch thread counts")
-    p.add_argument("--batches", type=int, default=None, help="timed batches (default 8)")
-    p.add_argument("--repeats", type=int, default=None, help="rounds over the batches (2)")
-    p.add_argument("--baseline", action="store_true",
-                   help=f"also time with the speed-ups off ({', '.join(BASELINES)})")
+    p.add_argument("--impls", default="dense", help="dense and/or dgl (the baseline)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--compile", action="store_true", help="torch.compile the dense model")
+    p.add_argument("--amp", choices=["bf16"], default=None)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--sampler-threads", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=200)
+    p.add_argument("--batches", type=int, default=None, help="timed batches a round (8)")
+    p.add_argument("--rounds", type=int, default=None, help="timed rounds (3)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed batches first (2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, default=None, help="write every figure here")
     p.add_argument("--quick", action="store_true", help="smoke run on a small synthetic graph")
@@ -76,129 +91,115 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 
 def _dataset(args: argparse.Namespace) -> TemporalDataset:
+    if args.dataset == "synthetic-wikipedia" and not args.quick:
+        return make_wikipedia_like(num_users=8227, num_pages=1000, num_events=157474,
+                                   seed=args.seed)
     if args.quick or args.dataset == "synthetic":
-        n = 3000 if args.quick else 20000
-        return make_wikipedia_like(num_users=300, num_pages=60, num_events=n, seed=args.seed)
+        n = 3000 if args.quick else 60000
+        return make_wikipedia_like(num_users=300 if args.quick else 2000,
+                                   num_pages=60 if args.quick else 300, num_events=n,
+                                   seed=args.seed)
     return load_dataset(args.dataset, args.data_dir or default_data_dir())
 
 
-@contextlib.contextmanager
-def _switched_off(baseline: Optional[str]) -> Iterator[None]:
-    """Temporarily undo one speed-up (see the module docstring)."""
-    if baseline is None:
-        yield
-        return
-    if baseline == "torch-time":
-        from tbdfs_dgl.nn import _native
+def _with_zero_features(data: TemporalDataset, width: int) -> TemporalDataset:
+    from dataclasses import replace
 
-        with _native.disabled("time_encode"):
-            yield
-        return
-    if baseline == "zero-inputs":
-        from tbdfs_dgl.nn import TemporalAttentionConv
-
-        saved = TemporalAttentionConv.forward
-
-        def forward(self, block, feat, *a, **k):
-            if feat is None:
-                feat = torch.zeros(block.num_src_nodes(), self._in_src_feats)
-            return saved(self, block, feat, *a, **k)
-
-        TemporalAttentionConv.forward = forward
-        try:
-            yield
-        finally:
-            TemporalAttentionConv.forward = saved
-        return
-    raise ValueError(f"unknown baseline {baseline!r}")
+    if width == 0:
+        return replace(data, node_feat=None, edge_feat=None)
+    return replace(data, edge_feat=np.zeros((data.num_edges, width), np.float32),
+                   node_feat=np.zeros((data.num_nodes, width), np.float32))
 
 
-def _batches(data: TemporalDataset, args: argparse.Namespace, count: int) -> List[Any]:
-    graph = TemporalGraph(data.src, data.dst, data.ts, num_nodes=data.num_nodes)
-    sampler = TemporalSampler(graph, fanouts=[int(x) for x in args.fanouts.split(",")],
-                              strategy=args.strategy, seed=args.seed, num_threads=1)
-    rng = np.random.default_rng(args.seed)
-    bs = args.batch_size
-    # Batch starts spread over the second half of the time range, where histories are full.
-    starts = np.linspace(data.num_edges // 2, data.num_edges - bs, count).astype(np.int64)
-    lo, hi = (data.num_src_nodes, data.num_nodes) if data.bipartite else (0, data.num_nodes)
-    out = []
-    for s in starts:
-        r = slice(int(s), int(s) + bs)
-        ts = data.ts[r].astype(np.float64)
-        neg = rng.integers(lo, hi, bs)
-        out.append(sampler.sample(np.concatenate([data.src[r], data.dst[r], neg]),
-                                  np.concatenate([ts, ts, ts])))
-    return out
+def _trainer(data: TemporalDataset, setting: Dict[str, Any], variant: str, impl: str,
+             args: argparse.Namespace, batches: int) -> LinkPredictionTrainer:
+    torch.manual_seed(args.seed)
+    model: torch.nn.Module = TBDFSModel(
+        data.node_feat_dim, data.edge_feat_dim, setting["time_width"], setting["width"],
+        num_layers=len(setting["fanouts"]), alpha=VARIANTS[variant])
+    if impl == "dgl":
+        from tbdfs_dgl._reference import ReferenceModel
+
+        model = ReferenceModel(model)
+    cfg = TrainConfig(batch_size=args.batch_size, fanouts=setting["fanouts"],
+                      strategy=setting["strategy"], num_threads=args.sampler_threads,
+                      seed=args.seed, device=args.device, train_batches=batches,
+                      compile=args.compile and impl == "dense", amp=args.amp,
+                      progress=False)
+    return LinkPredictionTrainer(model, data, cfg, log=lambda line: None)
 
 
-def _train_step(model: TBDFSModel, opt: torch.optim.Optimizer, batch: Any, n: int) -> None:
-    h = model(batch)
-    pos, neg = model.score(h[:n], h[n:2 * n]), model.score(h[:n], h[2 * n:])
-    loss = (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos))
-            + F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg)))
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
 
 
 def run(args: argparse.Namespace) -> Dict[str, Any]:
-    data = _dataset(args)
-    n_timed = args.batches or (2 if args.quick else 8)
-    repeats = args.repeats or (1 if args.quick else 2)
-    batches = _batches(data, args, n_timed + 2)
+    torch.set_num_threads(args.threads)
+    base = _dataset(args)
+    n_batches = args.batches or (2 if args.quick else 8)
+    rounds = args.rounds or (1 if args.quick else 3)
+    warmup = args.warmup if args.warmup is not None else (1 if args.quick else 2)
+    settings = [s for s in args.settings.split(",") if s]
+    variants = [v for v in args.variants.split(",") if v]
+    impls = [i for i in args.impls.split(",") if i]
+    for name, pool in (("setting", SETTINGS), ("variant", VARIANTS), ("impl", IMPLS)):
+        chosen = {"setting": settings, "variant": variants, "impl": impls}[name]
+        for c in chosen:
+            if c not in pool:
+                raise SystemExit(f"error: unknown {name} {c!r}; choose from {', '.join(pool)}")
     rows = []
-    names = [v for v in args.variants.split(",") if v]
-    for v in names:
-        if v not in VARIANTS:
-            raise SystemExit(f"error: unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
-    configs = [(v, None) for v in names]
-    if args.baseline:
-        configs += [(v, b) for v in names for b in BASELINES]
-    for threads in [int(x) for x in args.threads.split(",")]:
-        torch.set_num_threads(threads)
-        models = {}
-        for v, b in configs:
-            torch.manual_seed(args.seed)
-            m = TBDFSModel(data.node_feat_dim, 0, args.time_dim, args.hidden_dim,
-                           num_layers=len(args.fanouts.split(",")), **VARIANTS[v])
-            models[(v, b)] = (m, torch.optim.Adam(m.parameters(), lr=1e-4))
-        times: Dict[Any, Dict[str, List[float]]] = {c: {"train": [], "eval": [], "cpu": []}
-                                                     for c in configs}
-        for c in configs:  # warm-up
-            m, opt = models[c]
-            with _switched_off(c[1]):
-                for b in batches[:2]:
-                    _train_step(m, opt, b, args.batch_size)
-        for _ in range(repeats):
+    for s in settings:
+        setting = SETTINGS[s]
+        data = _with_zero_features(base, setting["feat_width"])
+        configs = [(v, i) for v in variants for i in impls]
+        trainers = {c: _trainer(data, setting, c[0], c[1], args, n_batches) for c in configs}
+        per_batch: Dict[Any, List[float]] = {c: [] for c in configs}
+        sampling: Dict[Any, List[float]] = {c: [] for c in configs}
+        if torch.device(args.device).type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        peak: Dict[Any, float] = {}
+        for c in configs:  # warm-up (and compilation)
+            tr = trainers[c]
+            tr.config.train_batches = warmup
+            tr.train_epoch(10_000)
+            tr.config.train_batches = n_batches
+        for r in range(rounds):
             for c in configs:
-                m, opt = models[c]
-                with _switched_off(c[1]):
-                    w0, c0 = time.perf_counter(), time.process_time()
-                    for b in batches[2:]:
-                        t = time.perf_counter()
-                        _train_step(m, opt, b, args.batch_size)
-                        times[c]["train"].append(time.perf_counter() - t)
-                    m.eval()
-                    with torch.no_grad():
-                        for b in batches[2:]:
-                            t = time.perf_counter()
-                            m(b)
-                            times[c]["eval"].append(time.perf_counter() - t)
-                    m.train()
-                    times[c]["cpu"].append((time.process_time() - c0) /
-                                           max(1e-9, time.perf_counter() - w0))
+                tr = trainers[c]
+                if torch.device(args.device).type == "cuda":
+                    torch.cuda.reset_peak_memory_stats()
+                _sync(args.device)
+                t0 = time.perf_counter()
+                _, sample_s, _, n = tr.train_epoch(r)
+                _sync(args.device)
+                per_batch[c].append((time.perf_counter() - t0) / n)
+                sampling[c].append(sample_s / n)
+                if torch.device(args.device).type == "cuda":
+                    peak[c] = max(peak.get(c, 0.0), torch.cuda.max_memory_allocated() / 2**20)
         for c in configs:
-            t = times[c]
-            rows.append({"variant": c[0], "baseline": c[1] or "", "threads": threads,
-                         "train_ms_per_batch": 1e3 * statistics.median(t["train"]),
-                         "eval_ms_per_batch": 1e3 * statistics.median(t["eval"]),
-                         "cpu_per_wall": statistics.mean(t["cpu"])})
-    return {"dataset": data.name, "num_edges": int(data.num_edges),
-            "settings": {k: (str(v) if isinstance(v, Path) else v)
-                         for k, v in vars(args).items()},
-            "host": platform.node(), "cpu_count": os.cpu_count(),
-            "versions": {"torch": torch.__version__, "python": platform.python_version()},
+            tr = trainers[c]
+            epoch_batches = int(np.ceil(tr.split.train.sum() / args.batch_size))
+            ms = 1e3 * statistics.median(per_batch[c])
+            rows.append({
+                "setting": s, "variant": c[0], "impl": c[1], "device": args.device,
+                "compile": bool(args.compile and c[1] == "dense"), "amp": args.amp,
+                "ms_per_batch": ms,
+                "ms_per_batch_min": 1e3 * min(per_batch[c]),
+                "ms_per_batch_max": 1e3 * max(per_batch[c]),
+                "sampling_ms_per_batch": 1e3 * statistics.median(sampling[c]),
+                "epoch_batches": epoch_batches,
+                "s_per_epoch": ms * epoch_batches / 1e3,
+                "s_per_official_epoch": ms * OFFICIAL_BATCHES_PER_EPOCH / 1e3,
+                "peak_gpu_mb": peak.get(c),
+            })
+            tr.close()
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    return {"dataset": base.name, "num_edges": int(base.num_edges),
+            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+            "host": platform.node(), "cpu_count": os.cpu_count(), "gpu": gpu,
+            "versions": {"torch": torch.__version__, "python": platform.python_version(),
+                         "numpy": np.__version__},
             "results": rows}
 
 
@@ -206,14 +207,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     doc = run(args)
     print(f"{doc['dataset']} ({doc['num_edges']} interactions), batch {args.batch_size} "
-          f"interactions = {3 * args.batch_size} roots, fanouts {args.fanouts} "
-          f"({args.strategy}), hidden {args.hidden_dim}, time {args.time_dim}")
-    print("| variant | speed-ups off | threads | train ms/batch | eval ms/batch | cpu/wall |")
-    print("|---|---|---:|---:|---:|---:|")
+          f"interactions = {3 * args.batch_size} roots, device {args.device}"
+          f"{' (' + doc['gpu'] + ')' if doc['gpu'] and args.device != 'cpu' else ''}, "
+          f"torch threads {args.threads}, compile {args.compile}, amp {args.amp}")
+    print("| setting | variant | impl | ms/batch (min-max) | sampling ms/batch | s/epoch "
+          "(ours) | s/epoch (382 batches) | peak GPU MB |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
     for r in doc["results"]:
-        print(f"| {r['variant']} | {r['baseline'] or '-'} | {r['threads']} | "
-              f"{r['train_ms_per_batch']:.0f} | {r['eval_ms_per_batch']:.0f} | "
-              f"{r['cpu_per_wall']:.2f} |")
+        gpu = "-" if r["peak_gpu_mb"] is None else f"{r['peak_gpu_mb']:.0f}"
+        print(f"| {r['setting']} | {r['variant']} | {r['impl']} | {r['ms_per_batch']:.1f} "
+              f"({r['ms_per_batch_min']:.1f}-{r['ms_per_batch_max']:.1f}) | "
+              f"{r['sampling_ms_per_batch']:.1f} | {r['s_per_epoch']:.1f} | "
+              f"{r['s_per_official_epoch']:.1f} | {gpu} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=1) + "\n")

@@ -76,7 +76,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     t.add_argument("--lr", type=float, default=1e-4)
     t.add_argument("--patience", type=int, default=5)
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--device", default="cpu")
+    t.add_argument("--device", default="cpu", help="cpu, cuda or cuda:i (the model needs no "
+                   "DGL, so any device torch supports works)")
+    t.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (batches padded to fixed shapes)")
+    t.add_argument("--amp", choices=["bf16"], default=None,
+                   help="autocast the model's matrix products to bfloat16")
     t.add_argument("--max-batches", type=int, default=None,
                    help="cap batches per epoch and per evaluation (smoke runs)")
     t.add_argument("--save-dir", default="runs/train_wikipedia")
@@ -138,7 +143,8 @@ def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: 
     cfg = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                       patience=args.patience, fanouts=[int(x) for x in args.fanouts.split(",")],
                       strategy=args.strategy, num_threads=args.num_threads, seed=args.seed,
-                      device=args.device, max_batches=args.max_batches,
+                      device=args.device, compile=args.compile, amp=args.amp,
+                      max_batches=args.max_batches,
                       save_dir=str(save_dir / slug(label)), progress=not args.no_progress)
     print(f"[{data.name}] {label}: alpha={alpha}, {n_params} parameters, fanouts {cfg.fanouts}, "
           f"{cfg.strategy} sampling, device {cfg.device}")
@@ -158,7 +164,7 @@ def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: 
         "sampling_seconds_per_epoch": float(np.mean([e.sample_seconds for e in epochs])) if epochs else None,
         "model_seconds_per_epoch": float(np.mean([e.model_seconds for e in epochs])) if epochs else None,
         "batches_per_epoch": epochs[0].batches if epochs else 0,
-        "peak_rss_mb": result.peak_rss_mb,
+        "peak_rss_mb": result.peak_rss_mb, "peak_gpu_mb": result.peak_gpu_mb,
         "val": result.val, "test": result.test,
         "history": [{"epoch": e.epoch, "loss": e.loss, "val_ap": e.val["transductive"]["ap"],
                      "seconds": e.seconds} for e in epochs],

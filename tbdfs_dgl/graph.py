@@ -182,7 +182,9 @@ class TemporalGraph:
         features when present.  An undirected temporal graph is returned with its input
         directions; use ``dgl.to_bidirected`` style conversions if you need both.
         """
-        import dgl
+        from ._dgl import require_dgl
+
+        dgl = require_dgl("TemporalGraph.to_dgl")
 
         src, dst, ts = self.edges()
         g = dgl.graph((torch.from_numpy(src.copy()), torch.from_numpy(dst.copy())),

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numbers
 from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
-import dgl
 import torch
 from torch import nn
 
@@ -226,10 +225,12 @@ class TBDFSModel(nn.Module):
 
     def _edge_inputs(self, eids: torch.Tensor, edge_feats: Optional[torch.Tensor]
                      ) -> Optional[torch.Tensor]:
-        """Raw features of the interactions ``eids`` (``None`` when featureless)."""
+        """Raw features of the interactions ``eids`` (``None`` when featureless); padding
+        (``eid = -1``) reads row 0, which the attention masks out."""
         if not self.edge_dim:
             return None
-        return edge_feats[eids.to(edge_feats.device)].to(eids.device, torch.float32)
+        rows = eids.clamp(min=0).to(edge_feats.device)
+        return edge_feats[rows].to(eids.device, torch.float32)
 
     def _check_edge_feats(self, edge_feats: Optional[torch.Tensor]) -> None:
         if self.edge_dim:
@@ -250,24 +251,38 @@ class TBDFSModel(nn.Module):
         -------
         list of torch.Tensor
             ``L + 1`` tensors: ``hs[l]`` (``l < L``) is :math:`h^{(l)}` for the source nodes
-            of ``blocks[l]`` and ``hs[L]`` (``[B, hidden_dim]``) is :math:`h^{BFS}` of the
-            roots.
+            of ``layers[l]`` (``blocks[l]``) and ``hs[L]`` (``[B, hidden_dim]``) is
+            :math:`h^{BFS}` of the roots.
         """
-        blocks = batch.blocks
-        if len(blocks) != self.num_layers:
-            raise ValueError(f"batch has {len(blocks)} blocks, the model num_layers="
+        return self._bfs(batch, node_feats, self._layer_edge_inputs(batch, edge_feats))
+
+    def _check_batch(self, batch: "TemporalBatch") -> None:
+        if batch.num_layers != self.num_layers:
+            raise ValueError(f"batch has {batch.num_layers} layers, the model num_layers="
                              f"{self.num_layers}")
+        if batch.num_roots == 0:
+            raise ValueError("the batch has no roots: sample at least one (node, time) pair")
+
+    def _layer_edge_inputs(self, batch: "TemporalBatch", edge_feats: Optional[torch.Tensor]
+                           ) -> List[Optional[torch.Tensor]]:
+        """Edge features per layer slot (``[N_dst, k, edge_dim]``, or ``None``s): read once,
+        shared by the BFS layers and the path branch."""
+        self._check_batch(batch)
         self._check_edge_feats(edge_feats)
-        h = self._node_inputs(blocks[0].srcdata[dgl.NID], node_feats)
+        return [self._edge_inputs(t.eid, edge_feats) for t in batch.layers]
+
+    def _bfs(self, batch: "TemporalBatch", node_feats: Optional[torch.Tensor],
+             xs: List[Optional[torch.Tensor]]) -> List[torch.Tensor]:
+        layers = batch.layers
+        h = self._node_inputs(layers[0].src_nodes, node_feats)
         hs = [h]
-        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-            x = self._edge_inputs(block.edata[dgl.EID], edge_feats)
+        for i, (conv, table, x) in enumerate(zip(self.layers, layers, xs)):
             # Featureless graphs: h^(0) = 0, and the first layer skips its node terms.
             inputs = None if i == 0 and self.node_proj is None else h
-            h = layer(block, inputs, x, block.edata["dt"])
+            h = conv(table, inputs, x, table.dt)
             hs.append(h)
         if h.shape[0] != batch.num_roots:
-            raise ValueError(f"blocks[-1] has {h.shape[0]} destination nodes for "
+            raise ValueError(f"layers[-1] has {h.shape[0]} destination instances for "
                              f"{batch.num_roots} roots")
         return hs
 
@@ -281,31 +296,24 @@ class TBDFSModel(nn.Module):
             :math:`h^{DFS}` ``[B, hidden_dim]`` (zero rows for roots without a path) and
             the bool ``[B, 1]`` "has a path" mask.
         """
-        paths = batch.paths
+        return self._dfs(batch, hs, self._layer_edge_inputs(batch, edge_feats))
+
+    def _dfs(self, batch: "TemporalBatch", hs: List[torch.Tensor],
+             xs: List[Optional[torch.Tensor]]) -> Tuple[torch.Tensor, torch.Tensor]:
         L, B = self.num_layers, batch.num_roots
-        if paths.num_hops != L or paths.num_roots != B:
-            raise ValueError(f"paths are {tuple(paths.mask.shape)}, expected [B={B}, P, L={L}]")
         if self.path_inputs == "raw":
             # Without node inputs h^(0) is all zeros: skip its (wide) share of the work.
             feat = hs[0] if self.node_proj is not None else None
             query = hs[0][:B]
         else:
-            # Hop h (1..L) is a source of blocks[L-h], where h^(L-h) is defined; the root
-            # is a source of blocks[L-1] (the roots lead every block's sources).
+            # Hop h (1..L) is a source of layers[L-h], where h^(L-h) is defined; the root
+            # is a source of layers[L-1] (the roots lead every layer's sources).
             feat, query = [hs[L - 1 - h] for h in range(L)], hs[L - 1][:B]
-        edge = None
-        if self.edge_dim:
-            if edge_feats.device == query.device and edge_feats.dtype == torch.float32:
-                edge = edge_feats
-            else:
-                # Move/cast only the rows the paths use, never the whole table.
-                eids = paths.eids.masked_fill(~paths.mask, 0).to(edge_feats.device)
-                edge = edge_feats[eids].to(query.device, torch.float32)
-        # project=False + path_proj: the encoder's last linear map is applied once per root
-        # inside the aggregator instead of once per path (exactly the same result).
-        path_hidden = self.path_encoder(paths, feat, query, batch.root_times, edge,
-                                        project=False)
-        path_mask = paths.mask.any(dim=-1)
+        edge = xs if self.edge_dim else None
+        # The encoder stops before its last linear map (project=False); the aggregator
+        # applies it once per root instead of once per path (the same result).
+        path_hidden, path_mask = self.path_encoder.encode_tree(
+            batch.layers, feat, query, batch.root_times, edge, project=False)
         h_dfs = self.path_aggregator(path_hidden, hs[-1], path_mask,
                                      path_proj=self.path_encoder.fc2)
         return h_dfs, path_mask.any(dim=1, keepdim=True)
@@ -317,24 +325,25 @@ class TBDFSModel(nn.Module):
         Parameters
         ----------
         batch : TemporalBatch
-            Sampled blocks and paths (``L = num_layers``).
+            Sampled layers (``L = num_layers``).
         node_feats : torch.Tensor, optional
-            ``[N, node_dim]`` node features indexed by ``dgl.NID`` (``None`` if
-            ``node_dim == 0``).
+            ``[N, node_dim]`` node features indexed by node id (``None`` if
+            ``node_dim == 0``); may stay on the CPU for a GPU model (rows are gathered).
         edge_feats : torch.Tensor, optional
-            ``[E, edge_dim]`` interaction features indexed by ``dgl.EID`` and
-            ``paths.eids`` (``None`` if ``edge_dim == 0``).
+            ``[E, edge_dim]`` interaction features indexed by interaction row (the tables'
+            ``eid``; ``None`` if ``edge_dim == 0``).
 
         Returns
         -------
         torch.Tensor
             ``[B, hidden_dim]``.
         """
-        hs = self.bfs(batch, node_feats, edge_feats)
+        xs = self._layer_edge_inputs(batch, edge_feats)
+        hs = self._bfs(batch, node_feats, xs)
         h_bfs = hs[-1]
         if not self.uses_dfs:
             return h_bfs
-        h_dfs, has_path = self.dfs(batch, hs, edge_feats)
+        h_dfs, has_path = self._dfs(batch, hs, xs)
         # No path means no history: DFS has nothing to add, fall back on the BFS embedding.
         h_dfs = torch.where(has_path, h_dfs, h_bfs)
         if self.gate is not None:

@@ -1,4 +1,5 @@
-"""`TemporalSampler`: one C++ call per batch gives DGL blocks and temporal paths."""
+"""`TemporalSampler`: one C++ call per batch gives dense layer tables, temporal paths and
+(on demand) DGL blocks."""
 from __future__ import annotations
 
 import itertools
@@ -10,9 +11,8 @@ import numpy as np
 import torch
 
 from . import _C
-from ._blocks import csc_block
 from ._validate import index_array, time_array
-from .batch import PathBatch, TemporalBatch
+from .batch import LayerTable, PathBatch, TemporalBatch
 from .graph import TemporalGraph
 
 __all__ = ["TemporalSampler"]
@@ -141,7 +141,9 @@ class TemporalSampler:
         paths : tuple or None
             ``(nodes, eids, ts, mask, src_index)``, each ``[B, P, L]``.
         """
-        return self._run(*self._check_roots(nodes, times), batch_id, paths)
+        hops, path_arrays, _ = self._run(*self._check_roots(nodes, times), batch_id, paths,
+                                         False)
+        return hops, path_arrays
 
     def _check_roots(self, nodes: Any, times: Any) -> Tuple[np.ndarray, np.ndarray]:
         nodes_a = index_array(nodes, "nodes", upper=self.graph.num_nodes)
@@ -152,12 +154,13 @@ class TemporalSampler:
         return nodes_a, times_a
 
     def _run(self, nodes: np.ndarray, times: np.ndarray, batch_id: Optional[int],
-             paths: bool) -> Tuple[List[tuple], Optional[tuple]]:
+             paths: bool, tables: bool) -> Tuple[List[tuple], Optional[tuple], Optional[list]]:
         return _C.sample(self.graph.csr, nodes, times, self.fanouts, self.strategy == "recent",
                          self.replace, self.time_rule == "strict", self.seed,
-                         self._stream(batch_id), self.num_threads, paths)
+                         self._stream(batch_id), self.num_threads, paths, tables)
 
-    def sample(self, nodes: Any, times: Any, batch_id: Optional[int] = None) -> TemporalBatch:
+    def sample(self, nodes: Any, times: Any, batch_id: Optional[int] = None,
+               paths: bool = True) -> TemporalBatch:
         """Sample the L-layer tree of each (node, time) root.
 
         Parameters
@@ -168,18 +171,26 @@ class TemporalSampler:
             Query time of each root: only edges before it (see ``time_rule``) are seen.
         batch_id : int, optional
             Picks the random stream (see Notes of the class).
+        paths : bool, optional
+            Also explode the tree into root-to-leaf paths (``batch.paths``).  The model
+            reads the tree from the layer tables and does not need them.  Default: ``True``.
 
         Returns
         -------
         TemporalBatch
-            Blocks and paths of the same sampled tree.
+            Dense layer tables and paths of the same sampled tree; its DGL blocks are built
+            from the tables on first access (``batch.blocks``).
         """
         nodes_a, times_a = self._check_roots(nodes, times)
-        hops, paths = self._run(nodes_a, times_a, batch_id, True)
-        blocks = [make_block(*hop) for hop in reversed(hops)]
-        path_batch = PathBatch(*(torch.from_numpy(a) for a in paths))
-        return TemporalBatch(torch.from_numpy(nodes_a), torch.from_numpy(times_a), blocks,
-                             path_batch)
+        hops, path_arrays, tables = self._run(nodes_a, times_a, batch_id, paths, True)
+        # No copies: every tensor is a view of an array the C++ call allocated.
+        layers = [LayerTable(torch.from_numpy(hop[1]), torch.from_numpy(hop[2]),
+                             *(torch.from_numpy(a) for a in table))
+                  for hop, table in zip(reversed(hops), reversed(tables))]
+        path_batch = (None if path_arrays is None
+                      else PathBatch(*(torch.from_numpy(a) for a in path_arrays)))
+        return TemporalBatch(torch.from_numpy(nodes_a), torch.from_numpy(times_a),
+                             paths=path_batch, layers=layers)
 
     def __getstate__(self) -> dict:
         # Locks do not pickle; the call counter travels as a number.
@@ -220,8 +231,12 @@ def iota(begin: int, end: int) -> torch.Tensor:
 
 def make_block(num_dst: int, src_nodes: np.ndarray, src_ts: np.ndarray, indptr: np.ndarray,
                eids: np.ndarray, dt: np.ndarray) -> Any:
-    """Turn one sampled layer into a DGL block (destinations first among the sources)."""
-    import dgl
+    """Turn one sampled layer (as :meth:`TemporalSampler.sample_arrays` returns it) into a
+    DGL block, destinations first among the sources.  Needs DGL."""
+    from ._blocks import csc_block
+    from ._dgl import require_dgl
+
+    dgl = require_dgl("make_block")
 
     num_src, m = len(src_nodes), len(eids)
     # Neighbour instances are laid out after the destinations, in edge order.

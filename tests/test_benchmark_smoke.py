@@ -52,23 +52,19 @@ def test_missing_data_file_exits_with_2(bench, tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
-def test_model_benchmark_quick_run_with_baselines(tmp_path, capsys):
+def test_model_benchmark_quick_run_with_the_dgl_baseline(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location(
         "benchmark_model", SCRIPT.parent / "benchmark_model.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp_path / "model.json"
-    assert mod.main(["--quick", "--baseline", "--threads", "1", "--batches", "1",
-                     "--hidden-dim", "16", "--time-dim", "16", "--json", str(out)]) == 0
+    assert mod.main(["--quick", "--impls", "dense,dgl", "--settings", "defaults,official4",
+                     "--batches", "1", "--batch-size", "20", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["results"]
-    assert {(r["variant"], r["baseline"]) for r in rows} == {
-        (v, b) for v in ("tbdfs", "tgat")
-        for b in ("", "torch-time", "zero-inputs")}
+    assert {(r["setting"], r["variant"], r["impl"]) for r in rows} == {
+        (s, v, i) for s in ("defaults", "official4") for v in ("tbdfs", "tgat")
+        for i in ("dense", "dgl")}
     for r in rows:
-        assert r["train_ms_per_batch"] > 0 and r["eval_ms_per_batch"] > 0
-    assert "| tbdfs | - | 1 |" in capsys.readouterr().out
-    # the switches are undone afterwards
-    from tbdfs_dgl.nn import TemporalAttentionConv, _native
-
-    assert not _native._DISABLED
-    assert TemporalAttentionConv.forward.__qualname__ == "TemporalAttentionConv.forward"
+        assert r["ms_per_batch"] > 0 and r["s_per_epoch"] > 0 and r["epoch_batches"] > 0
+        assert r["sampling_ms_per_batch"] >= 0 and r["peak_gpu_mb"] is None
+    assert "| defaults | tbdfs | dense |" in capsys.readouterr().out

@@ -70,16 +70,24 @@ def make_batch(num_roots, fanouts, seed=0, p_neighbour=0.7, num_nodes=NUM_NODES,
     eids, src_index = nodes.clone(), nodes.clone()
     pts = torch.full((num_roots, P, L), -1.0, dtype=torch.float64)
 
-    def walk(b, inst, h, slot):
-        for pos, child in enumerate(children.get((h, inst), [])):
-            s = slot + pos * strides[h]
-            nodes[b, s, h], src_index[b, s, h] = nid[child], child
-            eids[b, s, h], pts[b, s, h] = edge_of[child]
-            if h + 1 < L:
-                walk(b, child, h + 1, s)
+    def write(b, slot, chain):
+        for h, inst in enumerate(chain):
+            nodes[b, slot, h], src_index[b, slot, h] = nid[inst], inst
+            eids[b, slot, h], pts[b, slot, h] = edge_of[inst]
+
+    # Each root-to-leaf chain fills one slot whole (as csrc/paths.cpp does); a chain that
+    # ends early sits in the slot whose remaining digits are zero.
+    def walk(b, inst, h, slot, chain):
+        kids = children.get((h, inst), []) if h < L else []
+        if not kids:
+            if chain:  # a root without history has no path at all
+                write(b, slot, chain)
+            return
+        for pos, child in enumerate(kids):
+            walk(b, child, h + 1, slot + pos * strides[h], chain + [child])
 
     for b in range(num_roots):
-        walk(b, b, 0, 0)
+        walk(b, b, 0, 0, [])
     paths = PathBatch(nodes=nodes, eids=eids, ts=pts, mask=src_index >= 0,
                       src_index=src_index)
     return TemporalBatch(root_nodes=torch.tensor(nid[:num_roots], dtype=torch.int64),

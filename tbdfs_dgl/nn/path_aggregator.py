@@ -8,8 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .path_encoder import AGG_MODES, masked_softmax
-from .temporal_attention import _check_heads
+from ._common import AGG_MODES, check_heads, masked_softmax
 
 __all__ = ["PathAggregator"]
 
@@ -67,7 +66,7 @@ class PathAggregator(nn.Module):
         self._in_feats = in_feats
         self._out_feats = out_feats
         self._num_heads = num_heads
-        self._head_feats = _check_heads(in_feats, num_heads)
+        self._head_feats = check_heads(in_feats, num_heads)
         self._query_feats = in_feats if query_feats is None else query_feats
         self._paths_agg = paths_agg
         if paths_agg == "attn":

@@ -8,40 +8,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .temporal_attention import _check_heads, _reset_attention, _resolve_time_encoder
+from ._common import (AGG_MODES, check_heads, masked_softmax, reset_attention,
+                      resolve_time_encoder)
 from .time_encoder import TimeEncoder
 
 if TYPE_CHECKING:  # the batch types are only needed for annotations
-    from ..batch import PathBatch
+    from ..batch import LayerTable, PathBatch
 
-__all__ = ["PathEncoder", "masked_softmax"]
-
-AGG_MODES = ("attn", "mean")
-
-
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
-    """Softmax over ``dim`` restricted to ``mask``; rows with no ``True`` entry give zeros.
-
-    Parameters
-    ----------
-    scores : torch.Tensor
-        Logits.
-    mask : torch.Tensor
-        bool, broadcastable to ``scores``; ``False`` entries get weight 0.
-    dim : int
-        Dimension to normalise over.
-
-    Returns
-    -------
-    torch.Tensor
-        Weights shaped like ``scores``, without NaN even for all-masked rows.
-    """
-    mask = mask.expand_as(scores)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    # An all -inf row would give NaN (and NaN gradients): give it finite logits, then zero.
-    empty = ~mask.any(dim=dim, keepdim=True)
-    scores = scores.masked_fill(empty, 0.0)
-    return torch.softmax(scores, dim=dim).masked_fill(~mask, 0.0)
+__all__ = ["PathEncoder"]
 
 
 class PathEncoder(nn.Module):
@@ -92,7 +66,8 @@ class PathEncoder(nn.Module):
     enter only through :math:`\sum_h \alpha_h W_V z_h`, contracted without forming
     :math:`W_V z_h` per slot.  The node part of :math:`W_1` is applied once per root, and
     ``project=False`` lets the aggregator apply :math:`W_2` once per root.  Only the gathers
-    and :math:`\Phi` are computed per slot.
+    and :math:`\Phi` are computed per slot.  :meth:`encode_tree` computes the same from the
+    layer tables, once per sampled instance instead of once per slot.
     """
 
     def __init__(
@@ -115,10 +90,10 @@ class PathEncoder(nn.Module):
         self._in_feats = in_feats
         self._out_feats = out_feats
         self._num_heads = num_heads
-        self._head_feats = _check_heads(out_feats, num_heads)
+        self._head_feats = check_heads(out_feats, num_heads)
         self._edge_feats = edge_feats
         self._path_agg = path_agg
-        self.time_encoder = _resolve_time_encoder(time_feats, time_encoder)
+        self.time_encoder = resolve_time_encoder(time_feats, time_encoder)
         self._time_feats = self.time_encoder.effective_dim
         hd = num_heads * self._head_feats
         key_in = in_feats + edge_feats + self._time_feats
@@ -137,7 +112,7 @@ class PathEncoder(nn.Module):
 
     def reset_parameters(self) -> None:
         """Reinitialise the learnable parameters (Xavier normal, zero biases)."""
-        _reset_attention((self.fc_q, self.fc_k, self.fc_v), (self.fc1, self.fc2))
+        reset_attention((self.fc_q, self.fc_k, self.fc_v), (self.fc1, self.fc2))
 
     def _slot_inputs(
         self,
@@ -268,6 +243,223 @@ class PathEncoder(nn.Module):
                   + F.linear(agg.reshape(B, P, H * dk), self.fc1.weight[:, D:]))
         hidden = self.feat_drop(F.relu(hidden))
         return self.fc2(hidden) if project else hidden
+
+    def encode_tree(
+        self,
+        layers: Sequence["LayerTable"],
+        feat: Optional[Union[torch.Tensor, Sequence[torch.Tensor]]],
+        query_feat: torch.Tensor,
+        root_times: torch.Tensor,
+        edge_feat: Optional[Union[torch.Tensor, Sequence[Optional[torch.Tensor]]]] = None,
+        project: bool = True,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        r"""Encode every root-to-leaf path straight from the layer tables, sharing the work
+        of each sampled instance between all the paths through it.
+
+        Same result as :meth:`forward` on the :class:`~tbdfs_dgl.batch.PathBatch` of the
+        same tree (see Notes for the one difference, attention dropout in training).
+
+        Parameters
+        ----------
+        layers : sequence of LayerTable
+            The ``L`` tables in DGL order (``layers[-1]`` has the ``B`` roots as its first
+            destinations).  Hop ``h`` (``h = 0``: the roots' neighbours) is
+            ``layers[L - 1 - h]``, and its width ``k_h`` fixes the slot layout: ``P =
+            prod(k_h)`` slots, slot ``p``'s child choice at hop ``h`` being digit ``h`` of
+            ``p`` in mixed radix with hop 0 most significant (the sampler's path layout
+            when the tables are as wide as its fanouts).
+        feat : torch.Tensor or sequence of torch.Tensor or None
+            Node features of the sampled instances: one ``[N, in_feats]`` tensor indexed by
+            source positions (valid in every layer, e.g. ``layers[0]``'s sources), or ``L``
+            tensors where ``feat[h]`` is indexed by the source positions of hop ``h``'s
+            table ``layers[L - 1 - h]`` (the instances reached at hop ``h + 1``).  ``None``
+            stands for all-zero node inputs, whose terms are skipped.
+        query_feat : torch.Tensor
+            ``[B, in_feats]`` features :math:`h_i` of the roots.
+        root_times : torch.Tensor
+            ``[B]`` query times of the roots (float64 preferred).
+        edge_feat : torch.Tensor or sequence of torch.Tensor, optional
+            ``[num_interactions, edge_feats]`` edge features indexed by the tables' ``eid``,
+            or ``L`` tensors ``[N_dst, k, edge_feats]`` already gathered per table slot, in
+            the order of ``layers``; zeros if omitted.
+        project : bool, optional
+            ``False`` returns the hidden layer :math:`u_p` before ``fc2`` (see
+            :meth:`forward`).  Default: ``True``.
+
+        Returns
+        -------
+        (torch.Tensor, torch.Tensor)
+            ``[B, P, out_feats]`` path representations (finite in empty slots) and the bool
+            ``[B, P]`` path mask, ``True`` where the slot holds a root-to-leaf chain (equal
+            to ``paths.mask.any(-1)`` of the same tree).
+
+        Notes
+        -----
+        Every sampled instance lies in exactly one root's tree, under one parent, so the
+        padded dense layout ``[B, k_0, ..., k_{d-1}]`` of depth ``d`` holds each depth-``d``
+        instance once.  Its raw input :math:`z`, score :math:`s = \tilde q_i \cdot z` and
+        value :math:`W_V z` are computed there once, by GEMMs over all instances, and
+        the softmax along a path is accumulated down the tree as an online softmax: the
+        state of a root-to-instance chain is, per head, its running maximum :math:`m`,
+        denominator :math:`d = \sum e^{s - m}` and normalised output :math:`o = \sum
+        e^{s - m} W_V z / d`, and a child's state is its parent's combined with its own
+        term (:math:`m' = \max(m, s)`, :math:`d' = d e^{m - m'} + e^{s - m'}`,
+        :math:`o' = o\, d e^{m - m'} / d' + W_V z\, e^{s - m'} / d'`).  The cost per path
+        is then one state update and ``fc1``, instead of ``L`` slots gathered,
+        time-encoded, scored and contracted with :math:`W_V`.  A chain that ends early
+        keeps its state down the zero digits, which is the slot the path layout gives it.
+        The states are kept in float32 (or the parameters' dtype if wider), also under
+        autocast.  Shapes depend only on the
+        tables' shapes and Python loops only over the hops: no host synchronisation, and
+        the method traces as one graph under :func:`torch.compile` (with ``use_time=False``
+        on CPU, where the time encoder's native kernel is a graph break of its own).
+
+        Attention dropout (training only) differs from :meth:`forward`'s, deliberately:
+        there each (path, node) weight is dropped independently, which no sharing between
+        paths allows.  Here each instance's *numerator* weight is dropped (and rescaled by
+        ``1 / (1 - p)``) once for all the paths through it (the root's once per root and
+        head), while the denominator is left whole, so the kept weights are those of the
+        undropped softmax, as with :class:`torch.nn.Dropout` applied after a softmax.  In
+        eval mode the two are identical.
+        """
+        L = len(layers)
+        if L == 0:
+            raise ValueError("encode_tree needs at least one layer table")
+        B = query_feat.shape[0]
+        H, dk = self._num_heads, self._head_feats
+        D, E, T = self._in_feats, self._edge_feats, self._time_feats
+        device = query_feat.device
+        tables = list(layers)[::-1]  # hop order: tables[h] is hop h
+        if tables[0].num_dst < B:
+            raise ValueError(f"layers[-1] has {tables[0].num_dst} destinations for {B} roots")
+        per_hop_feat = feat is not None and not isinstance(feat, torch.Tensor)
+        if per_hop_feat and len(feat) != L:
+            raise ValueError(f"feat has {len(feat)} per-hop tensors, layers have {L} hops")
+        use_edge = False
+        per_slot_edge = False
+        if edge_feat is not None and E:
+            if isinstance(edge_feat, torch.Tensor):
+                use_edge = edge_feat.numel() > 0
+                if use_edge and (edge_feat.dim() != 2 or edge_feat.shape[-1] != E):
+                    raise ValueError(f"edge_feat must be [num_interactions, {E}], got "
+                                     f"{tuple(edge_feat.shape)}")
+            else:
+                if len(edge_feat) != L:
+                    raise ValueError(f"edge_feat has {len(edge_feat)} per-layer tensors, "
+                                     f"layers have {L}")
+                use_edge = per_slot_edge = all(x is not None for x in edge_feat)
+        # The parameters' dtype: the time encodings and edge rows (float32 by construction)
+        # are cast to it, node features are taken as given (as in forward).  Softmax
+        # states are at least float32 whatever the activations are (bf16 under autocast).
+        wdtype = self.fc_v.weight.dtype
+        sdtype = torch.promote_types(wdtype, torch.float32)
+
+        # Root term z_0 = [h_i ‖ 0 ‖ Φ(0)] (the zero edge part left out), as in forward.
+        root_parts = [(query_feat, slice(0, D))]
+        if T:
+            phi0 = self.time_encoder(root_times.new_zeros(1, dtype=torch.float64)).to(wdtype)
+            root_parts.append((phi0.expand(B, T), slice(D + E, D + E + T)))
+        v_root = sum(F.linear(x, self.fc_v.weight[:, c]) for x, c in root_parts)
+        v_root = v_root.view(B, 1, H, dk).to(sdtype)
+        attn = self._path_agg == "attn"
+        if attn:
+            q = F.linear(query_feat, self.fc_q.weight[:, :D])
+            if T:
+                q = q + F.linear(phi0, self.fc_q.weight[:, D:])
+            wk = self.fc_k.weight.view(H, dk, -1)
+            # q~ = W_K^T q / sqrt(dk) per root: an instance's score is q~ · z.
+            q_pull = torch.einsum("bhd,hdw->bhw", q.view(B, H, dk), wk) / math.sqrt(dk)
+            s_root = sum(torch.einsum("bw,bhw->bh", x, q_pull[..., c]) for x, c in root_parts)
+            # State of the chain made of the root alone: m = s_root, so its weight is 1.
+            m = s_root.to(sdtype).view(B, 1, H)
+            den = torch.ones_like(m)
+            out = self.attn_drop(torch.ones_like(m)).unsqueeze(-1) * v_root
+        else:
+            out, den = v_root, v_root.new_ones(B, 1, 1)
+
+        root_t = root_times.to(device=device, dtype=torch.float64).view(B, 1, 1)
+        # Depth-d dense layout: [B, n_d] with n_d = k_0·…·k_{d-1}, row-major over the
+        # child choices (the slot order); pos = source position of the instance in hop
+        # d-1's table (= its destination row in hop d's), present = the instance exists.
+        pos = torch.arange(B, device=device).view(B, 1)
+        present = torch.ones(B, 1, dtype=torch.bool, device=device)
+        valid = present
+        n = 1
+        for h, table in enumerate(tables):
+            k = table.fanout
+            # Children of every depth-h instance; absent parents read row 0 (finite),
+            # their children masked out below.
+            child = table.nbr[pos]  # [B, n, k]
+            c_mask = table.mask[pos] & present.unsqueeze(-1)
+            flat = child.reshape(-1)
+            parts = []
+            # index_select: the row gather CPU kernels do fastest (2-4x aten::index here).
+            if feat is not None:
+                f = feat[h] if per_hop_feat else feat
+                parts.append((f.index_select(0, flat).view(B, n * k, D), slice(0, D)))
+            if use_edge:
+                if per_slot_edge:
+                    x = edge_feat[L - 1 - h].index_select(0, pos.reshape(-1))  # [B·n, k, E]
+                else:
+                    x = edge_feat.index_select(0, table.eid[pos].clamp(min=0).reshape(-1))
+                parts.append((x.reshape(B, n * k, E).to(wdtype), slice(D, D + E)))
+            if T:
+                # Gap to the ROOT's time (as forward), in float64 until the encoder.
+                dt = root_t - table.src_ts[child].to(torch.float64)
+                dt = torch.where(c_mask, dt, torch.zeros((), dtype=dt.dtype, device=device))
+                parts.append((self.time_encoder(dt).view(B, n * k, T).to(wdtype),
+                              slice(D + E, D + E + T)))
+            # Each instance's terms once, for all the paths below it: one GEMM (values)
+            # and one batched product with the root's pulled-back query (scores) per input
+            # part.  Separate parts rather than one concatenated z: no copy, and no
+            # gradient is formed for a part that needs none (raw edge features).
+            v = s = None
+            for x, c in parts:
+                x2 = x.reshape(B * n * k, -1)
+                w_c = self.fc_v.weight[:, c]
+                v = F.linear(x2, w_c) if v is None else torch.addmm(v, x2, w_c.t())
+                if attn:
+                    q_c = q_pull[..., c].transpose(1, 2)
+                    s = torch.bmm(x, q_c) if s is None else torch.baddbmm(s, x, q_c)
+            v = v.view(B, n, k, H, dk) if v is not None else out.new_zeros(B, n, k, H, dk)
+            keep = c_mask.unsqueeze(-1)  # [B, n, k, 1]
+            if attn:
+                s = (s.view(B, n, k, H).to(sdtype) if s is not None
+                     else m.new_zeros(B, n, k, H))
+                # Online softmax step; an absent child leaves its parent's state unchanged
+                # (its score replaced by the parent's max, its weight zeroed), so a chain
+                # that ends early carries its state down to the leaf slots.
+                m_par = m.unsqueeze(2)  # [B, n, 1, H]
+                s = torch.where(keep, s, m_par)
+                m_new = torch.maximum(m_par, s)
+                den_par = den.unsqueeze(2) * torch.exp(m_par - m_new)  # rescaled to m_new
+                w = torch.exp(s - m_new) * keep
+                den = den_par + w
+                # The state holds out = num / den, not num: the update's factors are
+                # [.., H] tensors, and no per-path division (nor its backward) is left.
+                alpha, beta = den_par / den, self.attn_drop(w) / den
+                m = m_new.reshape(B, n * k, H)
+                den = den.reshape(B, n * k, H)
+            else:
+                # Uniform weights: a running mean over the present nodes.
+                den_par = den.unsqueeze(2)
+                den = den_par + keep
+                alpha, beta = den_par / den, keep / den
+                den = den.reshape(B, n * k, 1)
+            out = out.unsqueeze(2) * alpha.unsqueeze(-1) + beta.unsqueeze(-1) * v
+            out = out.reshape(B, n * k, H, dk)
+            # A slot holds a chain iff its first node exists and every later child choice
+            # is either an existing node or 0 (where an early-ending chain is stored).
+            digit0 = torch.arange(k, device=device) == 0
+            valid = valid.unsqueeze(-1) & (c_mask | digit0) if h else c_mask
+            valid = valid.reshape(B, n * k)
+            pos, present, n = child.reshape(B, n * k), c_mask.reshape(B, n * k), n * k
+
+        agg = out.reshape(B, n, H * dk).to(wdtype)
+        hidden = (F.linear(query_feat, self.fc1.weight[:, :D], self.fc1.bias).unsqueeze(1)
+                  + F.linear(agg, self.fc1.weight[:, D:]))
+        hidden = self.feat_drop(F.relu(hidden))
+        return (self.fc2(hidden) if project else hidden), valid
 
     def extra_repr(self) -> str:
         return (f"in_feats={self._in_feats}, out_feats={self._out_feats}, "

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# GPU check for a machine with an NVIDIA GPU and torch preinstalled -- no DGL, no network
+# needed (the model runs on torch alone).  Builds the extension, runs the CUDA tests and the
+# GPU model benchmark, and ends with ONE JSON line summarising everything.  Budget: ~8 min.
+#
+#   bash scripts/gpu_check.sh                  # logs and JSON files under $OUT (or /tmp)
+#   TBDFS_DATA_DIR=/path/to/data bash scripts/gpu_check.sh   # real Wikipedia if present
+#
+# Without Wikipedia data the benchmark uses a synthetic graph of Wikipedia's size
+# (8,227 + 1,000 nodes, 157,474 events), said so in the JSON ("dataset").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+OUT=${OUT:-/tmp/tbdfs_gpu_check}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
+t0=$(date +%s)
+step() { echo "== $(( $(date +%s) - t0 ))s: $*" >&2; }
+
+step "machine"
+nvidia-smi -L >&2 || true
+$PY -c 'import sys, torch, numpy; print(sys.version.split()[0], "torch", torch.__version__, "numpy", numpy.__version__, "cuda", torch.cuda.is_available())' >&2
+
+step "build the extension"
+$PY setup.py --quiet build_ext --inplace >"$OUT/build.log" 2>&1
+build_rc=$?
+[ $build_rc -eq 0 ] || tail -n 30 "$OUT/build.log" >&2
+
+step "CUDA tests (and the no-DGL tests)"
+timeout 180 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_without_dgl.py \
+  >"$OUT/tests.log" 2>&1
+tests_rc=$?
+tail -n 5 "$OUT/tests.log" >&2
+
+dataset=wikipedia
+if ! $PY -c 'import sys; from tbdfs_dgl.data import load_dataset, default_data_dir; load_dataset("wikipedia", default_data_dir())' >/dev/null 2>&1; then
+  dataset=synthetic-wikipedia
+fi
+threads=$(( $(nproc) > 8 ? 8 : $(nproc) ))
+# For rehearsing this script on a machine without a GPU: TBDFS_GPU_CHECK_DEVICE=cpu and
+# TBDFS_GPU_CHECK_QUICK=1 (tiny synthetic runs).
+device=${TBDFS_GPU_CHECK_DEVICE:-cuda}
+quick=${TBDFS_GPU_CHECK_QUICK:+--quick}
+bench() {  # name, timeout, args...
+  local name=$1 limit=$2; shift 2
+  step "benchmark $name"
+  timeout "$limit" $PY examples/benchmark_model.py --device "$device" --dataset "$dataset" \
+    --threads "$threads" --json "$OUT/$name.json" $quick "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  cat "$OUT/$name.log" >&2
+  return $rc
+}
+# Per-batch figures (eager), the three settings, tBDFS and TGAT.
+bench eager 200 --settings defaults,official4,official172 --variants tbdfs,tgat \
+  --batches 8 --rounds 3
+# Whole epochs (every training batch, sampling included), the official settings.
+bench epoch 150 --settings official4,official172 --variants tbdfs --batches 100000 \
+  --rounds 1 --warmup 2
+# torch.compile and bf16 autocast on the defaults and width 4.
+bench compiled 120 --settings defaults,official4 --variants tbdfs --compile --amp bf16 \
+  --batches 8 --rounds 2
+
+step "summary"
+$PY - "$OUT" "$build_rc" "$tests_rc" "$dataset" "$(( $(date +%s) - t0 ))" <<'PYEOF'
+import json, os, sys
+out, build_rc, tests_rc, dataset, seconds = sys.argv[1:6]
+summary = {"build_rc": int(build_rc), "tests_rc": int(tests_rc), "dataset": dataset,
+           "seconds": int(seconds)}
+try:
+    tail = open(os.path.join(out, "tests.log")).read().strip().splitlines()[-1]
+    summary["tests"] = tail
+except (OSError, IndexError):
+    pass
+for name in ("eager", "epoch", "compiled"):
+    path = os.path.join(out, name + ".json")
+    if not os.path.exists(path):
+        summary[name] = None
+        continue
+    doc = json.load(open(path))
+    summary["gpu"] = doc.get("gpu")
+    summary[name] = [{k: (round(v, 2) if isinstance(v, float) else v)
+                      for k, v in r.items()
+                      if k in ("setting", "variant", "ms_per_batch", "s_per_epoch",
+                               "s_per_official_epoch", "sampling_ms_per_batch",
+                               "peak_gpu_mb", "epoch_batches")}
+                     for r in doc["results"]]
+print(json.dumps(summary))
+PYEOF

@@ -1,0 +1,72 @@
+"""Helpers shared by the layers of :mod:`tbdfs_dgl.nn` (torch only)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+
+from .time_encoder import TimeEncoder
+
+__all__ = ["AGG_MODES", "check_heads", "masked_softmax", "reset_attention",
+           "resolve_time_encoder"]
+
+#: Aggregations along a path and over a root's paths.
+AGG_MODES = ("attn", "mean")
+
+
+def resolve_time_encoder(time_feats: Optional[int],
+                          time_encoder: Optional[TimeEncoder]) -> TimeEncoder:
+    """Use the shared encoder when one is given, else build a private one."""
+    if time_encoder is None:
+        return TimeEncoder(100 if time_feats is None else time_feats)
+    if time_feats is not None and time_feats != time_encoder.time_dim:
+        raise ValueError(f"time_feats={time_feats} disagrees with the given time_encoder "
+                         f"(time_dim={time_encoder.time_dim})")
+    return time_encoder
+
+
+def check_heads(out_feats: int, num_heads: int) -> int:
+    """Check that ``out_feats`` splits into ``num_heads`` heads; return the head width."""
+    if not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
+    if not isinstance(out_feats, int) or out_feats < 1 or out_feats % num_heads:
+        raise ValueError(f"out_feats ({out_feats!r}) must be a positive multiple of "
+                         f"num_heads ({num_heads})")
+    return out_feats // num_heads
+
+
+def reset_attention(projections, merge) -> None:
+    """TGAT's initialisation: Xavier-normal attention maps (``None`` entries skipped) and a
+    ReLU-gained Xavier-normal merge FFN with zero biases."""
+    for lin in projections:
+        if lin is not None:
+            nn.init.xavier_normal_(lin.weight)
+    for lin in merge:
+        nn.init.xavier_normal_(lin.weight, gain=nn.init.calculate_gain("relu"))
+        nn.init.zeros_(lin.bias)
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """Softmax over ``dim`` restricted to ``mask``; rows with no ``True`` entry give zeros.
+
+    Parameters
+    ----------
+    scores : torch.Tensor
+        Logits.
+    mask : torch.Tensor
+        bool, broadcastable to ``scores``; ``False`` entries get weight 0.
+    dim : int
+        Dimension to normalise over.
+
+    Returns
+    -------
+    torch.Tensor
+        Weights shaped like ``scores``, without NaN even for all-masked rows.
+    """
+    mask = mask.expand_as(scores)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    # An all -inf row would give NaN (and NaN gradients): give it finite logits, then zero.
+    empty = ~mask.any(dim=dim, keepdim=True)
+    scores = scores.masked_fill(empty, 0.0)
+    return torch.softmax(scores, dim=dim).masked_fill(~mask, 0.0)

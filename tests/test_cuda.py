@@ -1,0 +1,86 @@
+"""The model and the trainer on a CUDA device (skipped without one).
+
+Imports neither DGL nor the DGL reference: the GPU machine this runs on has no DGL
+(``scripts/gpu_check.sh``).  Equality with the DGL reference is checked on the CPU
+(tests/test_dense_model.py); here CUDA results are compared with the CPU's.
+"""
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from tbdfs_dgl import TBDFSModel, TemporalGraph, TemporalSampler
+from tbdfs_dgl.data import make_wikipedia_like
+from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+def sampled_batch(fanouts=(3, 2), seed=0, num_roots=60):
+    rng = np.random.default_rng(seed)
+    n, m = 40, 400
+    g = TemporalGraph(rng.integers(0, n, m), rng.integers(0, n, m),
+                      np.sort(rng.uniform(0, 100, m)), num_nodes=n)
+    s = TemporalSampler(g, list(fanouts), strategy="uniform", seed=seed, num_threads=1)
+    return s.sample(rng.integers(0, n, num_roots), rng.uniform(0, 110, num_roots))
+
+
+@pytest.fixture(autouse=True)
+def exact_matmuls():
+    # TF32 would make CUDA results differ from the CPU's by ~1e-3.
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+@pytest.mark.parametrize("kw", [{}, {"alpha": 1.0}, {"alpha": "learn", "path_inputs": "bfs"},
+                                {"path_agg": "mean", "paths_agg": "mean"},
+                                {"use_time": False}])
+def test_cuda_matches_cpu(kw):
+    torch.manual_seed(0)
+    model = TBDFSModel(5, 4, 8, 12, dropout=0.0, **kw).eval()
+    nf, ef = torch.randn(40, 5), torch.randn(400, 4)
+    batch = sampled_batch()
+    ref = model(batch, nf, ef)
+    ref.square().sum().backward()
+    ref_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    gpu = copy.deepcopy(model).cuda()
+    gpu.zero_grad()
+    dev_batch = batch.pin_memory().to("cuda", non_blocking=True)
+    out = gpu(dev_batch, nf.cuda(), ef)  # edge features may stay on the CPU
+    out.square().sum().backward()
+    assert out.device.type == "cuda"
+    scale = max(1.0, float(ref.abs().max()))
+    assert float((out.cpu() - ref).abs().max()) <= 1e-4 * scale
+    for name, p in gpu.named_parameters():
+        if name in ref_grads:
+            g = ref_grads[name]
+            assert float((p.grad.cpu() - g).abs().max()) <= 1e-3 * max(1e-6, float(g.abs().max())), name
+
+
+def test_padded_batch_gives_the_same_roots_on_cuda():
+    torch.manual_seed(0)
+    model = TBDFSModel(0, 0, 8, 12, dropout=0.0).eval().cuda()
+    batch = sampled_batch(seed=1)
+    out = model(batch.to("cuda"))
+    padded = model(batch.padded(batch.num_roots + 17).to("cuda"))
+    assert padded.shape[0] == batch.num_roots + 17
+    assert torch.allclose(padded[: batch.num_roots], out, atol=1e-5)
+
+
+@pytest.mark.parametrize("opts", [{}, {"amp": "bf16"}, {"compile": True}])
+def test_trainer_runs_on_cuda(opts):
+    torch.manual_seed(0)
+    data = make_wikipedia_like(num_users=60, num_pages=15, num_events=1500, seed=0)
+    cfg = TrainConfig(epochs=1, batch_size=100, max_batches=3, fanouts=(4, 4),
+                      device="cuda", progress=False, **opts)
+    trainer = LinkPredictionTrainer(TBDFSModel(0, 0, 8, 8), data, cfg, log=lambda s: None)
+    try:
+        result = trainer.fit()
+    finally:
+        trainer.close()
+    assert np.isfinite(result.history[0].loss)
+    assert 0.0 <= result.test["transductive"]["ap"] <= 1.0
+    assert result.peak_gpu_mb is not None and result.peak_gpu_mb > 0

@@ -1,0 +1,125 @@
+"""The dense, DGL-free model against the previous release's computation (DGL blocks and the
+per-slot path encoder, tests/reference_model.py): same embeddings, same gradients."""
+import copy
+
+import dgl
+import numpy as np
+import pytest
+import torch
+
+from tbdfs_dgl import TemporalGraph, TemporalSampler
+from tbdfs_dgl.batch import TemporalBatch
+from tbdfs_dgl.model import TBDFSModel
+
+from tbdfs_dgl._reference import reference_forward
+from test_model import EDGE_DIM, NODE_DIM, NUM_EDGES, NUM_NODES, features, make_batch
+
+torch.set_num_threads(1)
+
+VARIANTS = [
+    {},
+    {"path_inputs": "bfs"},
+    {"path_agg": "mean"},
+    {"paths_agg": "mean"},
+    {"path_agg": "mean", "paths_agg": "mean"},
+    {"alpha": "learn"},
+    {"alpha": 0.0},
+    {"alpha": 1.0},
+    {"use_time": False},
+    {"node_dim": 0},
+    {"node_dim": 0, "edge_dim": 0},
+    {"num_nodes": NUM_NODES, "node_embedding_dim": 3},
+    {"num_heads": 1},
+]
+
+
+def build(seed=0, **kw):
+    args = dict(node_dim=NODE_DIM, edge_dim=EDGE_DIM, time_dim=8, hidden_dim=12,
+                num_heads=2, dropout=0.0)
+    args.update(kw)
+    torch.manual_seed(seed)
+    return TBDFSModel(**args).eval()
+
+
+def inputs(model):
+    nf, ef = features()
+    return (nf if model.node_dim else None), (ef if model.edge_dim else None)
+
+
+def rel_close(a, b, rtol):
+    scale = max(1.0, float(b.abs().max())) if b.numel() else 1.0
+    return float((a - b).abs().max()) <= rtol * scale if a.numel() else True
+
+
+def check_same(model, batch, rtol_out=1e-5, rtol_grad=1e-4):
+    nf, ef = inputs(model)
+    ref_model = copy.deepcopy(model)
+    out = model(batch, nf, ef)
+    ref = reference_forward(ref_model, batch, nf, ef)
+    assert out.shape == ref.shape
+    assert rel_close(out, ref, rtol_out), float((out - ref).abs().max())
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=out.dtype)
+    (out * w).sum().backward()
+    (ref * w).sum().backward()
+    for (name, p), (_, q) in zip(model.named_parameters(), ref_model.named_parameters()):
+        if q.grad is None:
+            assert p.grad is None or not p.grad.abs().any(), name
+            continue
+        scale = float(q.grad.abs().max())
+        err = float((p.grad - q.grad).abs().max())
+        assert err <= rtol_grad * max(scale, 1e-12) + 1e-12, (name, err, scale)
+
+
+@pytest.mark.parametrize("kw", VARIANTS)
+@pytest.mark.parametrize("L", [1, 2, 3])
+def test_dense_equals_reference_on_hand_batches(kw, L):
+    dgl.seed(0)
+    batch = make_batch(6, [3, 2, 2][:L], seed=10 + L, p_neighbour=0.6)
+    model = build(num_layers=L, **kw)
+    check_same(model, batch)
+
+
+def test_dense_equals_reference_without_any_history():
+    batch = make_batch(4, [3, 2], seed=3, p_neighbour=0.0)
+    for kw in ({}, {"alpha": "learn"}, {"alpha": 0.0}):
+        check_same(build(**kw), batch)
+
+
+def sampled_batch(strategy, fanouts, seed=0, num_roots=40):
+    rng = np.random.default_rng(seed)
+    n, m = NUM_NODES, NUM_EDGES
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    ts = np.sort(rng.integers(0, 60, m)).astype(np.float64)  # ties on purpose
+    g = TemporalGraph(src, dst, ts, num_nodes=n)
+    s = TemporalSampler(g, fanouts, strategy=strategy, seed=seed, num_threads=1)
+    roots = rng.integers(0, n, num_roots)
+    times = rng.uniform(0, 70, num_roots)
+    return s.sample(roots, times)
+
+
+@pytest.mark.parametrize("strategy", ["recent", "uniform"])
+@pytest.mark.parametrize("fanouts", [[4], [3, 2], [2, 2, 2]])
+@pytest.mark.parametrize("kw", [{}, {"path_inputs": "bfs", "alpha": "learn"},
+                                {"node_dim": 0, "path_agg": "mean"}])
+def test_dense_equals_reference_on_sampled_batches(strategy, fanouts, kw):
+    batch = sampled_batch(strategy, fanouts, seed=len(fanouts))
+    model = build(num_layers=len(fanouts), **kw)
+    check_same(model, batch)
+
+
+def test_sampled_tables_match_their_blocks():
+    batch = sampled_batch("uniform", [3, 2], seed=5)
+    from tbdfs_dgl._tables import table_from_block
+
+    for table, block in zip(batch.layers, batch.blocks):
+        again = table_from_block(block, fanout=table.fanout)
+        for name in ("src_nodes", "src_ts", "nbr", "mask", "dt", "eid"):
+            assert torch.equal(getattr(table, name), getattr(again, name)), name
+
+
+def test_a_batch_made_from_blocks_gets_the_same_tables():
+    batch = sampled_batch("recent", [3, 2], seed=6)
+    again = TemporalBatch(batch.root_nodes, batch.root_times, batch.blocks, batch.paths)
+    model = build()
+    nf, ef = inputs(model)
+    assert torch.allclose(model(again, nf, ef), model(batch, nf, ef), atol=1e-12)

@@ -1,0 +1,373 @@
+"""PathEncoder.encode_tree (paths read from the layer tables, shared per instance) against
+PathEncoder.forward (the per-slot reference over a PathBatch of the same sampled tree)."""
+
+import math
+
+import dgl
+import numpy as np
+import pytest
+import torch
+
+from tbdfs_dgl._tables import table_from_block
+from tbdfs_dgl.batch import PathBatch
+from tbdfs_dgl.nn import PathAggregator, PathEncoder
+from tbdfs_dgl.nn.time_encoder import TimeEncoder
+
+torch.set_num_threads(1)
+
+try:  # the compiled sampler is optional for the hand-made tests
+    from tbdfs_dgl import TemporalGraph, TemporalSampler
+except Exception:  # pragma: no cover - only while the extension is not built
+    TemporalGraph = TemporalSampler = None
+needs_sampler = pytest.mark.skipif(TemporalSampler is None, reason="sampler not importable")
+
+NODE_DIM, EDGE_DIM, TIME_DIM, NUM_NODES, NUM_EDGES = 5, 4, 8, 30, 80
+
+
+def seed_all(seed):
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    dgl.seed(seed)
+
+
+def make_tree(num_roots, fanouts, seed=0, p_neighbour=0.7, empty_roots=()):
+    """Hand-made sampled tree, laid out like the sampler's: DGL blocks, the PathBatch and
+    the root times.
+
+    Layer h (from the roots out) has all earlier instances as destinations, each with up to
+    ``fanouts[L-1-h]`` new neighbour instances (fewer, even none, at random; none for the
+    roots in ``empty_roots``) appended as sources.  Unlike ``tests/test_model.py``'s
+    ``make_batch``, every slot holds its whole chain (as ``csrc/paths.cpp`` writes it): the
+    chain ending at an instance without children sits in the slot whose remaining digits
+    are 0.
+    """
+    rng = np.random.default_rng(seed)
+    L = len(fanouts)
+    nid = list(rng.integers(0, NUM_NODES, num_roots))
+    ts = list(rng.uniform(50, 100, num_roots))
+    children = {}  # (hop, instance) -> [child instance]
+    edge_of = {}  # instance -> (edge id, time)
+    blocks = []
+    for h in range(L):
+        k = fanouts[L - 1 - h]
+        num_dst = len(nid)
+        src, dst, eid, dt = [], [], [], []
+        for d in range(num_dst):
+            n = 0 if (h == 0 and d in empty_roots) else int(rng.binomial(k, p_neighbour))
+            kids = []
+            for _ in range(n):
+                e = int(rng.integers(0, NUM_EDGES))
+                t_e = ts[d] - rng.uniform(0.5, 20.0)
+                child = len(nid)
+                nid.append(int(rng.integers(0, NUM_NODES)))
+                ts.append(t_e)
+                src.append(child), dst.append(d), eid.append(e), dt.append(ts[d] - t_e)
+                kids.append(child)
+                edge_of[child] = (e, t_e)
+            children[(h, d)] = kids
+        block = dgl.create_block((torch.tensor(src, dtype=torch.int64),
+                                  torch.tensor(dst, dtype=torch.int64)),
+                                 num_src_nodes=len(nid), num_dst_nodes=num_dst)
+        block.srcdata[dgl.NID] = torch.tensor(nid, dtype=torch.int64)
+        block.srcdata["ts"] = torch.tensor(ts, dtype=torch.float64)
+        block.dstdata[dgl.NID] = torch.tensor(nid[:num_dst], dtype=torch.int64)
+        block.dstdata["ts"] = torch.tensor(ts[:num_dst], dtype=torch.float64)
+        block.edata[dgl.EID] = torch.tensor(eid, dtype=torch.int64)
+        block.edata["dt"] = torch.tensor(dt, dtype=torch.float64)
+        blocks.append(block)
+    blocks.reverse()
+
+    P = int(np.prod(fanouts))
+    strides = [int(np.prod(fanouts[: L - 1 - h])) for h in range(L)]  # slot stride per hop
+    nodes = torch.full((num_roots, P, L), -1, dtype=torch.int64)
+    eids, src_index = nodes.clone(), nodes.clone()
+    pts = torch.full((num_roots, P, L), -1.0, dtype=torch.float64)
+
+    def write(b, slot, chain):
+        for h, inst in enumerate(chain):
+            nodes[b, slot, h], src_index[b, slot, h] = nid[inst], inst
+            eids[b, slot, h], pts[b, slot, h] = edge_of[inst]
+
+    def walk(b, inst, h, slot, chain):
+        kids = children.get((h, inst), []) if h < L else []
+        if not kids:
+            if chain:  # a root without history has no path at all
+                write(b, slot, chain)
+            return
+        for pos, child in enumerate(kids):
+            walk(b, child, h + 1, slot + pos * strides[h], chain + [child])
+
+    for b in range(num_roots):
+        walk(b, b, 0, 0, [])
+    paths = PathBatch(nodes=nodes, eids=eids, ts=pts, mask=src_index >= 0,
+                      src_index=src_index)
+    return blocks, paths, torch.tensor(ts[:num_roots], dtype=torch.float64)
+
+
+def tables_of(blocks, fanouts):
+    # Explicit widths: a table as wide as the sampler's fanout keeps P = prod(fanouts).
+    return [table_from_block(b, fanout=k) for b, k in zip(blocks, fanouts)]
+
+
+class DoubleTimeEncoder(TimeEncoder):
+    """The same encoding computed in float64 (the library's is float32 by design), for the
+    float64 comparisons where float32 cancellation would blur the gradients."""
+
+    def forward(self, dt):
+        if not self.use_time:
+            return torch.zeros(*dt.shape, self.time_dim, dtype=torch.float64, device=dt.device)
+        phase = dt.to(torch.float64).unsqueeze(-1) * self.weight.to(torch.float64)
+        out = torch.stack([torch.cos(phase), torch.sin(phase)], -1).flatten(-2)
+        return out * math.sqrt(1.0 / self.num_freqs)
+
+
+def make_encoder(path_agg="attn", num_heads=2, edge=False, use_time=True, double=False,
+                 attn_drop=0.0, out=12):
+    cls = DoubleTimeEncoder if double else TimeEncoder
+    enc = PathEncoder(NODE_DIM, out, num_heads, edge_feats=EDGE_DIM if edge else 0,
+                      path_agg=path_agg, attn_drop=attn_drop,
+                      time_encoder=cls(TIME_DIM, use_time=use_time))
+    with torch.no_grad():  # frequencies that make the time terms matter on these gaps
+        if enc.time_encoder.weight is not None:
+            enc.time_encoder.weight.copy_(torch.linspace(0.05, 1.0, TIME_DIM // 2))
+    return enc.double() if double else enc
+
+
+def inputs(L, num_src, num_roots, feat_mode, edge, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if feat_mode == "none":
+        feat = None
+    elif feat_mode == "raw":
+        feat = torch.randn(num_src, NODE_DIM, generator=g, dtype=dtype)
+    else:  # 'bfs': one tensor per hop, indexed by that hop's source positions
+        feat = [torch.randn(num_src, NODE_DIM, generator=g, dtype=dtype) for _ in range(L)]
+    query = torch.randn(num_roots, NODE_DIM, generator=g, dtype=dtype)
+    edge_feat = torch.randn(NUM_EDGES, EDGE_DIM, generator=g) if edge else None
+    return feat, query, edge_feat
+
+
+def leaves(feat, query):
+    out = [query] + ([] if feat is None else [feat] if torch.is_tensor(feat) else list(feat))
+    for t in out:
+        t.requires_grad_(True)
+    return out
+
+
+def grads(enc, out, mask, weight, tensors):
+    loss = (out * weight * mask.unsqueeze(-1)).sum()
+    params = [p for p in enc.parameters() if p.requires_grad]
+    gs = torch.autograd.grad(loss, params + tensors, allow_unused=True)
+    return [torch.zeros_like(t) if g is None else g for g, t in zip(gs, params + tensors)]
+
+
+def check_close(tree, ref, mask, rtol):
+    assert torch.isfinite(tree).all()
+    m = mask.unsqueeze(-1).expand_as(ref)
+    err = (tree - ref).abs()[m]
+    if err.numel():
+        bound = rtol * ref.abs()[m].clamp(min=1.0)
+        assert (err <= bound).all(), f"max error {err.max().item():.3g}"
+
+
+def check_grads(g_tree, g_ref, rtol):
+    for a, b in zip(g_tree, g_ref):
+        scale = max(1e-30, b.abs().max().item())
+        assert (a - b).abs().max().item() <= rtol * scale, \
+            f"gradient error {(a - b).abs().max().item():.3g} vs scale {scale:.3g}"
+
+
+def compare(enc, tables, paths, feat, query, root_times, edge_feat=None, project=True,
+            out_rtol=1e-5, grad_rtol=1e-4, seed=0):
+    """encode_tree vs forward: outputs on the path mask, mask, parameter and input
+    gradients."""
+    enc.eval()  # attention dropout is the one documented difference (train mode only)
+    ref_leaves = leaves(feat, query)
+    ref = enc(paths, feat, query, root_times, edge_feat, project)
+    ref_mask = paths.mask.any(-1)
+    tree, mask = enc.encode_tree(tables, feat, query, root_times, edge_feat, project)
+    assert tree.shape == ref.shape and mask.dtype == torch.bool
+    assert torch.equal(mask, ref_mask)
+    check_close(tree, ref, mask, out_rtol)
+    weight = torch.randn(ref.shape, generator=torch.Generator().manual_seed(seed),
+                         dtype=ref.dtype)
+    g_ref = grads(enc, ref, ref_mask, weight, ref_leaves)
+    g_tree = grads(enc, tree, mask, weight, ref_leaves)
+    check_grads(g_tree, g_ref, grad_rtol)
+    return tree, mask
+
+
+# ---------------------------------------------------------------------------- hand-made
+FANOUTS = [[3], [3, 2], [2, 3, 2]]
+
+
+@pytest.mark.parametrize("fanouts", FANOUTS, ids=lambda f: "x".join(map(str, f)))
+@pytest.mark.parametrize("path_agg", ["attn", "mean"])
+@pytest.mark.parametrize("feat_mode", ["none", "raw", "bfs"])
+@pytest.mark.parametrize("num_heads", [1, 2])
+@pytest.mark.parametrize("use_time", [True, False])
+def test_matches_forward_float64(fanouts, path_agg, feat_mode, num_heads, use_time):
+    seed_all(1)
+    blocks, paths, rt = make_tree(5, fanouts, seed=3, empty_roots=(1,))
+    tables = tables_of(blocks, fanouts)
+    enc = make_encoder(path_agg, num_heads, use_time=use_time, double=True)
+    feat, query, _ = inputs(len(fanouts), tables[0].num_src, 5, feat_mode, False, torch.float64)
+    for project in (True, False):
+        compare(enc, tables, paths, feat, query, rt, project=project, out_rtol=1e-10,
+                grad_rtol=1e-10)
+
+
+@pytest.mark.parametrize("fanouts", FANOUTS, ids=lambda f: "x".join(map(str, f)))
+@pytest.mark.parametrize("path_agg", ["attn", "mean"])
+@pytest.mark.parametrize("feat_mode", ["none", "raw", "bfs"])
+@pytest.mark.parametrize("edge", [False, True])
+def test_matches_forward_float32(fanouts, path_agg, feat_mode, edge):
+    # float32 end to end, with the library's own (C++ on CPU) time encoder and edge
+    # features (forward casts those to float32, so they have no float64 comparison).
+    seed_all(2)
+    blocks, paths, rt = make_tree(6, fanouts, seed=4, empty_roots=(0,))
+    tables = tables_of(blocks, fanouts)
+    enc = make_encoder(path_agg, 2, edge=edge)
+    feat, query, edge_feat = inputs(len(fanouts), tables[0].num_src, 6, feat_mode, edge,
+                                    torch.float32)
+    compare(enc, tables, paths, feat, query, rt, edge_feat, project=False)
+
+
+@pytest.mark.parametrize("fanouts", [[3], [3, 2]], ids=lambda f: "x".join(map(str, f)))
+def test_batch_of_one_and_no_history(fanouts):
+    seed_all(3)
+    for empty in ((), (0,)):
+        blocks, paths, rt = make_tree(1, fanouts, seed=5, p_neighbour=0.8, empty_roots=empty)
+        tables = tables_of(blocks, fanouts)
+        enc = make_encoder(double=True)
+        feat, query, _ = inputs(len(fanouts), tables[0].num_src, 1, "raw", False,
+                                torch.float64)
+        out, mask = compare(enc, tables, paths, feat, query, rt, out_rtol=1e-10,
+                            grad_rtol=1e-10)
+        assert mask.any() != bool(empty)
+
+
+def test_every_root_without_neighbours():
+    seed_all(4)
+    blocks, paths, rt = make_tree(3, [3, 2], seed=6, empty_roots=(0, 1, 2))
+    enc = make_encoder()
+    feat, query, _ = inputs(2, blocks[0].num_src_nodes(), 3, "raw", False, torch.float32)
+    out, mask = enc.encode_tree(tables_of(blocks, [3, 2]), feat, query, rt)
+    assert not mask.any() and torch.isfinite(out).all() and out.shape == (3, 6, 12)
+
+
+def test_full_and_sparse_trees():
+    # All neighbours present (every slot a full chain) and very sparse trees (most chains
+    # end early, exercising the carry into digit-0 slots).
+    seed_all(5)
+    for p in (1.0, 0.3):
+        blocks, paths, rt = make_tree(4, [2, 3, 2], seed=7, p_neighbour=p)
+        enc = make_encoder(double=True)
+        feat, query, _ = inputs(3, blocks[0].num_src_nodes(), 4, "bfs", False, torch.float64)
+        compare(enc, tables_of(blocks, [2, 3, 2]), paths, feat, query, rt, out_rtol=1e-10,
+                grad_rtol=1e-10)
+
+
+def test_per_layer_edge_inputs_equal_table():
+    # The model passes edge features already gathered per table slot, one tensor per layer.
+    seed_all(6)
+    fanouts = [2, 3, 2]
+    blocks, paths, rt = make_tree(4, fanouts, seed=8)
+    tables = tables_of(blocks, fanouts)
+    enc = make_encoder(edge=True).eval()
+    feat, query, ef = inputs(3, tables[0].num_src, 4, "raw", True, torch.float32)
+    per_layer = [ef[t.eid.clamp(min=0)] for t in tables]
+    a, ma = enc.encode_tree(tables, feat, query, rt, ef)
+    b, mb = enc.encode_tree(tables, feat, query, rt, per_layer)
+    assert torch.equal(ma, mb)
+    torch.testing.assert_close(a, b)
+
+
+def test_attention_dropout_train_mode():
+    # Train mode differs from forward by design (per-instance numerator dropout); check it
+    # is finite, actually random, and that eval mode ignores attn_drop.
+    seed_all(7)
+    blocks, paths, rt = make_tree(4, [3, 2], seed=9)
+    tables = tables_of(blocks, [3, 2])
+    enc = make_encoder(attn_drop=0.5, double=True)
+    feat, query, _ = inputs(2, tables[0].num_src, 4, "raw", False, torch.float64)
+    compare(enc, tables, paths, feat, query, rt, out_rtol=1e-10, grad_rtol=1e-10)
+    enc.train()
+    a, mask = enc.encode_tree(tables, feat, query, rt)
+    b, _ = enc.encode_tree(tables, feat, query, rt)
+    assert torch.isfinite(a).all() and not torch.equal(a[mask], b[mask])
+
+
+def test_autocast_bf16_close_to_float32():
+    seed_all(8)
+    blocks, paths, rt = make_tree(5, [3, 2], seed=10)
+    tables = tables_of(blocks, [3, 2])
+    enc = make_encoder(edge=True).eval()
+    feat, query, ef = inputs(2, tables[0].num_src, 5, "raw", True, torch.float32)
+    ref, mask = enc.encode_tree(tables, feat, query, rt, ef)
+    # Activations may arrive in bf16 too (the BFS layers' outputs under autocast).
+    for f, qf in ((feat, query), (feat.bfloat16(), query.bfloat16())):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out, mask16 = enc.encode_tree(tables, f, qf, rt, ef)
+        assert torch.equal(mask, mask16) and torch.isfinite(out).all()
+        err = (out.float() - ref).abs()[mask].max().item()
+        assert err <= 0.05 * max(1.0, ref[mask].abs().max().item())
+
+
+# ---------------------------------------------------------------------------- sampler
+def small_graph(seed=0, num_nodes=40, num_edges=600):
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, num_nodes, num_edges)
+    dst = rng.integers(0, num_nodes, num_edges)
+    ts = np.sort(rng.uniform(0, 1000, num_edges))
+    return TemporalGraph(src, dst, ts), num_edges
+
+
+@needs_sampler
+@pytest.mark.parametrize("fanouts", [[3, 2], [2, 2, 2]], ids=lambda f: "x".join(map(str, f)))
+@pytest.mark.parametrize("strategy", ["recent", "uniform"])
+@pytest.mark.parametrize("path_agg", ["attn", "mean"])
+def test_matches_forward_on_sampler_output(fanouts, strategy, path_agg):
+    seed_all(9)
+    g, num_edges = small_graph()
+    rng = np.random.default_rng(1)
+    B = 24
+    nodes = rng.integers(0, 40, B)
+    times = rng.uniform(0, 1000, B)
+    times[:2] = 0.0  # before every edge: roots without any history
+    sampler = TemporalSampler(g, fanouts, strategy=strategy, seed=5)
+    batch = sampler.sample(nodes, times)
+    L = len(fanouts)
+    candidates = {"blocks": tables_of(batch.blocks, sampler.fanouts)}
+    if getattr(batch, "_layers", None) is not None:  # tables from C++ (lead's change)
+        candidates["layers"] = batch.layers
+    enc = make_encoder(path_agg, edge=True).eval()
+    ef = torch.randn(num_edges, EDGE_DIM, generator=torch.Generator().manual_seed(2))
+    assert not batch.paths.mask.any(-1)[:2].any()
+    for name, tables in candidates.items():
+        assert [t.fanout for t in tables] == list(sampler.fanouts), name
+        num_src = tables[0].num_src
+        for feat_mode in ("none", "raw", "bfs"):
+            feat, query, _ = inputs(L, num_src, B, feat_mode, False, torch.float32)
+            compare(enc, tables, batch.paths, feat, query, batch.root_times, ef,
+                    project=False)
+
+
+@needs_sampler
+def test_sampler_float64_and_aggregator():
+    # Through the model's aggregator (project=False + path_proj=fc2), in float64.
+    seed_all(10)
+    g, _ = small_graph(seed=3)
+    rng = np.random.default_rng(4)
+    B = 16
+    sampler = TemporalSampler(g, [3, 2], strategy="uniform", seed=1)
+    batch = sampler.sample(rng.integers(0, 40, B), rng.uniform(200, 1000, B))
+    tables = batch.layers
+    enc = make_encoder(double=True).eval()
+    agg = PathAggregator(12, 12, 2).double().eval()
+    feat, query, _ = inputs(2, tables[0].num_src, B, "raw", False, torch.float64)
+    hbfs = torch.randn(B, 12, dtype=torch.float64)
+    u_ref = enc(batch.paths, feat, query, batch.root_times, project=False)
+    u, mask = enc.encode_tree(tables, feat, query, batch.root_times, project=False)
+    ref = agg(u_ref, hbfs, batch.paths.mask.any(-1), path_proj=enc.fc2)
+    out = agg(u, hbfs, mask, path_proj=enc.fc2)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
