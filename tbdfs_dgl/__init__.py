@@ -7,6 +7,7 @@ __version__ = "0.1.0"
 # Imported on first use, so that `tbdfs_dgl.data` (numpy/pandas only) and `tbdfs_dgl.nn`
 # load without the compiled sampler, and `import tbdfs_dgl` stays cheap.
 _LAZY = {
+    "LayerTable": ".batch",
     "PathBatch": ".batch",
     "TemporalBatch": ".batch",
     "TemporalGraph": ".graph",

@@ -449,7 +449,7 @@ class LinkPredictionTrainer:
             loss.backward()
             self.optimizer.step()
             model_s += time.perf_counter() - t0
-            total += float(loss)
+            total += float(loss.detach())
             bar.update(1)
             bar.set_postfix(loss=f"{total / (i + 1):.4f}")
         bar.close()

@@ -123,3 +123,38 @@ def test_a_batch_made_from_blocks_gets_the_same_tables():
     model = build()
     nf, ef = inputs(model)
     assert torch.allclose(model(again, nf, ef), model(batch, nf, ef), atol=1e-12)
+
+
+@pytest.mark.parametrize("kw", [{}, {"alpha": 1.0}, {"alpha": "learn", "path_inputs": "bfs"}])
+def test_padded_batches_give_the_same_roots(kw):
+    batch = sampled_batch("uniform", [3, 2], seed=7, num_roots=30)
+    model = build(**kw)
+    nf, ef = inputs(model)
+    out = model(batch, nf, ef)
+    padded = batch.padded(45)
+    assert padded.num_roots == 45 and padded.paths is None
+    sizes = [(t.num_dst, t.num_src) for t in padded.layers]
+    assert sizes == [(45 * 3, 45 * 3 * 4), (45, 45 * 3)]  # fixed by the fanouts alone
+    out_p = model(padded, nf, ef)
+    assert out_p.shape == (45, out.shape[1]) and torch.isfinite(out_p).all()
+    assert torch.allclose(out_p[:30], out, atol=1e-6)
+    with pytest.raises(ValueError, match="smaller than the batch"):
+        batch.padded(10)
+
+
+def test_empty_batch_is_refused_clearly():
+    batch = sampled_batch("recent", [3, 2], seed=8, num_roots=0)
+    with pytest.raises(ValueError, match="no roots"):
+        build()(batch, *inputs(build()))
+
+
+def test_batch_moves_and_pickles_without_building_blocks():
+    import pickle
+
+    batch = sampled_batch("recent", [3, 2], seed=9)
+    moved = batch.to("cpu")
+    assert moved._blocks is None and len(moved.layers) == 2
+    again = pickle.loads(pickle.dumps(batch))
+    model = build()
+    nf, ef = inputs(model)
+    assert torch.equal(model(again, nf, ef), model(batch, nf, ef))
