@@ -266,6 +266,7 @@ def test_conv_on_dgl_blocks_and_graphs():
 @pytest.mark.parametrize("edge_feats,use_time", [(0, True), (3, True), (3, False), (0, False)])
 def test_conv_without_node_inputs_equals_zero_features(edge_feats, use_time):
     torch.manual_seed(0)
+    dgl.seed(0)  # dgl.rand_graph draws from DGL's own RNG, not torch's
     conv = TemporalAttentionConv(6, 8, num_heads=2, edge_feats=edge_feats,
                                  time_encoder=TimeEncoder(4, use_time=use_time))
     g = dgl.rand_graph(30, 120)
@@ -285,8 +286,12 @@ def test_conv_without_node_inputs_equals_zero_features(edge_feats, use_time):
         assert torch.allclose(out, ref, atol=1e-5)
         for n, p in conv.named_parameters():  # the same gradients (zero for node columns)
             g_ref = ref_grads.get(n, torch.zeros_like(p))
-            assert torch.allclose(p.grad if p.grad is not None else torch.zeros_like(p),
-                                  g_ref, atol=1e-5), n
+            got = p.grad if p.grad is not None else torch.zeros_like(p)
+            # float32 sums of terms as large as the gradient (time_encoder.weight reaches
+            # ~1e4, its terms cancelling) differ between the two paths by a few ulps of
+            # that size: the tolerance scales with it.
+            tol = 1e-5 + 1e-6 * float(g_ref.abs().max())
+            assert torch.allclose(got, g_ref, rtol=1e-5, atol=tol), (n, (got - g_ref).abs().max())
 
 
 def test_per_edge_graph_has_one_source_per_edge_in_edge_order():
