@@ -14,6 +14,11 @@ MAX_EXACT_TIME = 2**53
 def to_numpy(x: Any, name: str) -> np.ndarray:
     """Return ``x`` (array, tensor, list) as a numpy array without copying where possible."""
     if isinstance(x, torch.Tensor):
+        if x.dtype in (torch.bfloat16, torch.complex32) or x.dtype.is_complex:
+            # numpy has no such dtype: say so instead of torch's "unsupported ScalarType".
+            raise TypeError(f"{name} has dtype {x.dtype}, which this library does not take: "
+                            "use int64 for ids, float64 or int64 for times, float32 for "
+                            "features")
         return x.detach().cpu().numpy()
     if isinstance(x, np.ndarray):
         return x
@@ -42,6 +47,11 @@ def index_array(x: Any, name: str, upper: Optional[int] = None) -> np.ndarray:
         a = a.astype(np.int64)  # np.asarray([]) is float64
     if a.dtype == np.bool_ or a.dtype.kind not in "iu":
         raise TypeError(f"{name} must hold integer ids, got dtype {a.dtype}")
+    if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and int(a.max()) > 2**63 - 1:
+        # The cast to int64 would wrap these to negative numbers.
+        i = int(np.argmax(a > 2**63 - 1))
+        raise ValueError(f"{name}[{i}] = {int(a[i])} does not fit in int64; ids must be < 2**63 "
+                         "(map such ids to 0..N-1 before building the graph)")
     a = np.ascontiguousarray(a, dtype=np.int64)
     if a.size:
         lo = int(a.min())
@@ -68,6 +78,8 @@ def time_array(x: Any, name: str) -> np.ndarray:
             f"{name} is {a.dtype}: times must be float64 or int64 (float32 cannot represent "
             "Unix seconds to the second); convert before rounding happens"
         )
+    if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and int(a.max()) > MAX_EXACT_TIME:
+        raise ValueError(f"{name} has integer times beyond 2**53, which float64 cannot hold exactly")
     if a.dtype.kind in "iu" and a.size and int(np.abs(a).max()) > MAX_EXACT_TIME:
         raise ValueError(f"{name} has integer times beyond 2**53, which float64 cannot hold exactly")
     a = np.ascontiguousarray(a, dtype=np.float64)
