@@ -181,6 +181,23 @@ void time_encode_py(const CArray<double>& dt, const CArray<double>& weight, doub
   time_encode(dt.data(), n, weight.data(), d, static_cast<float>(scale), dst, num_threads);
 }
 
+// Exact reduction of w * dt (same shapes, float64) for the torch path's large phases.
+py::tuple reduce_phases_py(const CArray<double>& w, const CArray<double>& dt) {
+  check_1d(w, "w");
+  check_1d(dt, "dt");
+  if (w.size() != dt.size()) throw InputError("w and dt must have the same length");
+  const int64_t n = w.size();
+  py::array_t<int64_t> quadrant(n);
+  py::array_t<double> y(n);
+  int64_t* q = quadrant.mutable_data();
+  double* yp = y.mutable_data();
+  {
+    py::gil_scoped_release release;
+    reduce_phases(w.data(), dt.data(), n, q, yp);
+  }
+  return py::make_tuple(quadrant, y);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -235,6 +252,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("time_encode", &time_encode_py, py::arg("dt"), py::arg("weight"), py::arg("scale"),
         py::arg("out").noconvert(), py::arg("num_threads") = 1,
         "Write scale * [cos(w dt), sin(w dt)] (interleaved) for every dt into out [n, 2d].");
+  m.def("reduce_phases", &reduce_phases_py, py::arg("w"), py::arg("dt"),
+        "Exact w * dt = quadrant * pi/2 + y (quadrant in 0..3, |y| <= pi/4), elementwise.");
   m.def("sample", &sample, py::arg("csr"), py::arg("nodes"), py::arg("times"),
         py::arg("fanouts"), py::arg("recent"), py::arg("replace"), py::arg("strict"),
         py::arg("seed"), py::arg("stream"), py::arg("num_threads"), py::arg("with_paths") = true,
