@@ -99,7 +99,8 @@ def feature_tensor(x: Any, name: str, rows: int) -> Optional[torch.Tensor]:
     if t.dim() != 2:
         raise ValueError(f"{name} must be 2-D [{rows}, d], got shape {tuple(t.shape)}")
     if t.shape[0] != rows:
-        raise ValueError(f"{name} has {t.shape[0]} rows, expected {rows}")
+        what = "edge" if "edge" in name else "node" if "node" in name else "row"
+        raise ValueError(f"{name} has {t.shape[0]} rows, expected {rows} (one per {what})")
     t = t.float()
     if not torch.isfinite(t).all():
         raise ValueError(f"{name} contains NaN or infinite values")

@@ -147,10 +147,8 @@ class TemporalGraph:
                                  f"{node_ids.shape}")
             node_ids.flags.writeable = False
         self.node_ids: Optional[np.ndarray] = node_ids
-        self.edge_feats: Optional[torch.Tensor] = feature_tensor(
-            edge_feats, "edge_feats", csr.num_edges)
-        self.node_feats: Optional[torch.Tensor] = feature_tensor(
-            node_feats, "node_feats", csr.num_nodes)
+        self.edge_feats = edge_feats
+        self.node_feats = node_feats
         self._input_edges: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None
 
     # ------------------------------------------------------------------ constructors
@@ -234,6 +232,26 @@ class TemporalGraph:
         return pos.astype(np.int64)
 
     # ------------------------------------------------------------------ properties
+    @property
+    def edge_feats(self) -> Optional[torch.Tensor]:
+        """float32 ``[num_edges, d_e]`` edge features (or ``None``); checked when set."""
+        return self._edge_feats
+
+    @edge_feats.setter
+    def edge_feats(self, value: Any) -> None:
+        # Checked on every assignment: a table with too few rows would otherwise surface as
+        # an IndexError deep inside a model.
+        self._edge_feats = feature_tensor(value, "edge_feats", self._csr.num_edges)
+
+    @property
+    def node_feats(self) -> Optional[torch.Tensor]:
+        """float32 ``[num_nodes, d_n]`` node features (or ``None``); checked when set."""
+        return self._node_feats
+
+    @node_feats.setter
+    def node_feats(self, value: Any) -> None:
+        self._node_feats = feature_tensor(value, "node_feats", self._csr.num_nodes)
+
     @property
     def num_nodes(self) -> int:
         """Number of nodes."""
