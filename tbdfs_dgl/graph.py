@@ -112,6 +112,16 @@ class TemporalGraph:
         largest = int(max(src_a.max(), dst_a.max())) if len(src_a) else -1
         if num_nodes is None:
             num_nodes = largest + 1
+            # At most 2E ids are used: far more nodes than that means raw, sparse ids (one
+            # id near 2**31 asks for tens of GB).  Passing num_nodes confirms the intent.
+            if num_nodes > max(1 << 20, 16 * 2 * len(src_a)):
+                raise ValueError(
+                    f"the largest node id is {largest} for only {len(src_a)} edges: node ids "
+                    "index arrays of (largest id + 1) entries, so sparse raw ids waste memory "
+                    f"(~{_C.graph_build_bytes(num_nodes, len(src_a), bool(directed)) / 2**30:.3g}"
+                    " GiB here). Pass relabel=True (raw ids kept in .node_ids; map roots with "
+                    ".compact_ids), map them with tbdfs_dgl.graph.relabel_nodes(src, dst), or "
+                    "pass num_nodes explicitly if the ids are meant as they are.")
         elif not isinstance(num_nodes, (int, np.integer)) or isinstance(num_nodes, bool):
             raise TypeError(f"num_nodes must be an int, got {type(num_nodes).__name__}")
         elif num_nodes <= largest:
