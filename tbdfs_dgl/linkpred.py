@@ -379,11 +379,11 @@ def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Modu
     ValueError
         If the file is empty, truncated, corrupted (checksum mismatch) or not a checkpoint.
     """
-    from .model import TBDFSModel
-
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
     payload = _read_checkpoint(path, map_location)
+    from .model import TBDFSModel  # after the checks: reading needs no DGL
+
     model = TBDFSModel(**payload["model_kwargs"])
     model.load_state_dict(payload["state_dict"])
     return model, payload.get("extra", {})

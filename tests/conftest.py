@@ -106,7 +106,10 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
     outcome = yield
     if not NO_DGL or call.excinfo is None:
         return
-    if call.excinfo.errisinstance(ImportError) and "dgl" in str(call.excinfo.value):
+    exc = call.excinfo.value
+    name = getattr(exc, "name", None) or ""
+    if isinstance(exc, ImportError) and (name == "dgl" or name.startswith("dgl.")
+                                         or "TBDFS_NO_DGL" in str(exc)):
         report = outcome.get_result()
         report.outcome = "skipped"
         report.longrepr = (str(item.fspath), item.location[1] or 0,
