@@ -13,7 +13,10 @@ namespace {
 
 using namespace phase;
 
-constexpr int64_t kBlock = 64;  // frequencies per inner block (contiguous, vectorised)
+// Frequencies per inner block (contiguous, vectorised).  Each block is classified on its
+// own (tiny / exact / with large phases) from its largest |w|, so the few high frequencies
+// that need the exact product do not slow down the rest of the row.
+constexpr int64_t kBlock = 64;
 
 // x with the low 27 mantissa bits cleared: 26 significant bits, and x - high_half(x) is
 // exact with at most 27.  Bit masking (unlike Veltkamp's x * (2^27 + 1) trick) cannot be
@@ -78,27 +81,27 @@ inline void encode_block(double t, double t_hi, double t_lo, const double* __res
   }
 }
 
-// Rows [begin, end), vectorised per block of frequencies.  A row whose phases all stay
-// below 2^26 (|dt| * max|w|, the common case) takes the plain loop; other rows the exact
-// one, then redo the phases beyond 2^29 (or not finite) with the scalar exact reduction
-// (Payne-Hanek).
+// Rows [begin, end), vectorised per block of frequencies.  A block whose phases all stay
+// below 2^26 (|dt| * its largest |w|, the common case) takes the plain loop; other blocks
+// the exact one, then redo the phases beyond 2^29 (or not finite) with the scalar exact
+// reduction (Payne-Hanek).
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 void encode_rows(const double* __restrict dt, int64_t begin, int64_t end,
                  const double* __restrict w, const double* __restrict w_hi,
-                 const double* __restrict w_lo, double w_max, int64_t d, float scale,
-                 float* __restrict out) {
+                 const double* __restrict w_lo, const double* __restrict block_max, int64_t d,
+                 float scale, float* __restrict out) {
   float cos_buf[kBlock], sin_buf[kBlock];
   for (int64_t i = begin; i < end; ++i) {
     const double t = dt[i];
     const double t_hi = high_half(t), t_lo = t - t_hi;
-    // NaN compares false: a NaN time or frequency takes the checked path.
-    const double reach = std::fabs(t) * w_max;
-    const bool tiny = reach < kTiny, small = reach < 0.5 * kSmall;
     float* __restrict row = out + i * 2 * d;
     for (int64_t k0 = 0; k0 < d; k0 += kBlock) {
       const int64_t m = d - k0 < kBlock ? d - k0 : kBlock;
+      // NaN compares false: a NaN time or frequency takes the checked path.
+      const double reach = std::fabs(t) * block_max[k0 / kBlock];
+      const bool tiny = reach < kTiny, small = reach < 0.5 * kSmall;
       if (tiny) {
         encode_block<false>(t, t_hi, t_lo, w + k0, w_hi + k0, w_lo + k0, m, scale, cos_buf,
                             sin_buf);
@@ -130,17 +133,18 @@ void time_encode(const double* dt, int64_t n, const double* w, int64_t d, float 
   std::vector<double> split(2 * static_cast<size_t>(d > 0 ? d : 0));
   double* w_hi = split.data();
   double* w_lo = w_hi + d;
-  double w_max = 0;
+  std::vector<double> block_max((d + kBlock - 1) / kBlock, 0.0);
   for (int64_t k = 0; k < d; ++k) {
     w_hi[k] = high_half(w[k]);
     w_lo[k] = w[k] - w_hi[k];
-    // NaN propagates through the comparison below as "not small".
-    w_max = std::isnan(w[k]) ? w[k] : std::max(w_max, std::fabs(w[k]));
+    // A NaN frequency makes its block "not small", where it stays NaN.
+    double& b = block_max[k / kBlock];
+    b = std::isnan(w[k]) ? w[k] : std::max(b, std::fabs(w[k]));
   }
   // About 2d floats written per row: chunks of a few thousand rows amortise a wake-up.
   const int64_t min_chunk = d > 0 ? (1 << 16) / d + 1 : n + 1;
   parallel_for(n, num_threads, min_chunk, [&](int64_t begin, int64_t end) {
-    encode_rows(dt, begin, end, w, w_hi, w_lo, w_max, d, scale, out);
+    encode_rows(dt, begin, end, w, w_hi, w_lo, block_max.data(), d, scale, out);
   });
 }
 

@@ -276,6 +276,20 @@ def test_native_time_encoding_is_exact_for_any_phase(dt):
             assert abs(out[i, 2 * k + 1] - scale * s) <= 4e-7 * scale, (t, wk)
 
 
+def test_native_time_encoding_blocks_of_frequencies_are_classified_on_their_own():
+    # 150 frequencies = blocks of 64, 64, 22 with very different reaches; shuffled so a
+    # huge frequency sits among tiny ones.
+    rng = np.random.default_rng(3)
+    w = rng.permutation(np.concatenate([10 ** rng.uniform(-12, -6, 100), 10 ** rng.uniform(-2, 3, 50)]))
+    dt = np.array([0.5, 7e7, 3e9, 1.6e18, -2e12])
+    out = np.empty((len(dt), 2 * len(w)), np.float32)
+    _C.time_encode(dt, w, 1.0, out, 1)
+    for i, t in enumerate(dt):
+        for k, wk in enumerate(w):
+            c, s = ref.exact_cos_sin(float(wk), float(t))
+            assert abs(out[i, 2 * k] - c) <= 4e-7 and abs(out[i, 2 * k + 1] - s) <= 4e-7, (t, wk)
+
+
 def test_reduce_phases_matches_the_exact_reduction():
     rng = np.random.default_rng(7)
     w = 10 ** rng.uniform(-9, 2, 400)
