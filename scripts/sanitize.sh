@@ -11,6 +11,7 @@ PY=${PY:-.venv/bin/python}
 BUILD=build/sanitize
 start=$(date +%s)
 
+pyabs="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")"  # the venv's, not what it links to
 pybind11_dir=$("$PY" -c 'import pybind11; print(pybind11.get_cmake_dir())')
 generator=()
 if "$PY" -c 'import ninja' 2>/dev/null || command -v ninja >/dev/null 2>&1; then
@@ -22,7 +23,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
     -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$PWD/$BUILD/ext" \
-    -DPython_EXECUTABLE="$(realpath "$PY")" -Dpybind11_DIR="$pybind11_dir" >/dev/null
+    -DPython_EXECUTABLE="$pyabs" -Dpybind11_DIR="$pybind11_dir" >/dev/null
 fi
 cmake --build "$BUILD" -j "${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" >/dev/null
 echo "sanitize: built $(ls "$BUILD"/ext/_C*.so) in $(( $(date +%s) - start )) s" >&2
