@@ -34,7 +34,8 @@ echo "sanitize: built $(ls "$BUILD"/ext/_C*.so) in $(( $(date +%s) - start )) s"
 asan=$(${CXX:-g++} -print-file-name=libasan.so)
 stdcxx=$(${CXX:-g++} -print-file-name=libstdc++.so.6)
 export LD_PRELOAD="$asan:$stdcxx${LD_PRELOAD:+:$LD_PRELOAD}"
-export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:strict_string_checks=1:check_initialization_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+asan_opts="detect_leaks=0:abort_on_error=1:halt_on_error=1:strict_string_checks=1"
+export ASAN_OPTIONS="$asan_opts:check_initialization_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export TBDFS_EXT_DIR="$PWD/$BUILD/ext" TBDFS_NO_DGL=1 OMP_NUM_THREADS=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"

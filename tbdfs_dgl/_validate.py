@@ -78,9 +78,9 @@ def time_array(x: Any, name: str) -> np.ndarray:
             f"{name} is {a.dtype}: times must be float64 or int64 (float32 cannot represent "
             "Unix seconds to the second); convert before rounding happens"
         )
-    if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and int(a.max()) > MAX_EXACT_TIME:
-        raise ValueError(f"{name} has integer times beyond 2**53, which float64 cannot hold exactly")
-    if a.dtype.kind in "iu" and a.size and int(np.abs(a).max()) > MAX_EXACT_TIME:
+    # In Python ints: np.abs wraps int64's minimum, a cast wraps uint64 >= 2**63.
+    big = max(abs(int(a.min())), abs(int(a.max()))) if a.dtype.kind in "iu" and a.size else 0
+    if big > MAX_EXACT_TIME:
         raise ValueError(f"{name} has integer times beyond 2**53, which float64 cannot hold exactly")
     a = np.ascontiguousarray(a, dtype=np.float64)
     if a.size and not np.isfinite(a).all():

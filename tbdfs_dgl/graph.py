@@ -1,12 +1,11 @@
 """`TemporalGraph`: timestamped interactions held in the C++ time-sorted CSR."""
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-
-import os
 
 from . import _C
 from ._validate import feature_tensor, index_array, time_array
@@ -44,7 +43,8 @@ def _max_graph_bytes() -> float:
         try:
             return float(env)
         except ValueError:
-            raise ValueError(f"${MAX_GRAPH_BYTES_ENV} must be a number of bytes, got {env!r}")
+            raise ValueError(f"${MAX_GRAPH_BYTES_ENV} must be a number of bytes, got {env!r}"
+                             ) from None
     return _C.physical_memory_bytes() / 2 or float("inf")
 
 
@@ -234,8 +234,11 @@ class TemporalGraph:
         if self.node_ids is None:
             return index_array(raw_a, "raw", upper=self.num_nodes)
         pos = np.searchsorted(self.node_ids, raw_a)
-        bad = (pos >= len(self.node_ids)) | (self.node_ids[np.minimum(pos, len(self.node_ids) - 1)] != raw_a) \
-            if len(self.node_ids) else np.ones(len(raw_a), bool)
+        if len(self.node_ids):
+            found = self.node_ids[np.minimum(pos, len(self.node_ids) - 1)]
+            bad = (pos >= len(self.node_ids)) | (found != raw_a)
+        else:
+            bad = np.ones(len(raw_a), bool)
         if bad.any():
             i = int(np.argmax(bad))
             raise KeyError(f"raw[{i}] = {raw_a[i]} is not a node of this graph")

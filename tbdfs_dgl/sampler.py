@@ -35,7 +35,8 @@ def default_max_batch_bytes() -> int:
         try:
             value = int(float(env))
         except ValueError:
-            raise ValueError(f"${MAX_BATCH_BYTES_ENV} must be a number of bytes, got {env!r}")
+            raise ValueError(f"${MAX_BATCH_BYTES_ENV} must be a number of bytes, got {env!r}"
+                             ) from None
         if value <= 0:
             raise ValueError(f"${MAX_BATCH_BYTES_ENV} must be > 0, got {env!r}")
         return value
@@ -92,9 +93,9 @@ class TemporalSampler:
         Threads per call (default: the cores this process may use).  Results do not depend
         on it.
     max_batch_bytes : int, optional
-        Refuse (:class:`BatchTooLargeError`, before sampling) any batch whose output could exceed this
-        many bytes.  The bound is exact arithmetic on the worst case: every layer multiplies
-        the frontier by at most ``k + 1`` (``min(k, longest neighbour list) + 1`` without
+        Refuse (:class:`BatchTooLargeError`, before sampling) any batch whose output could
+        exceed this many bytes.  The bound is the worst case: every layer multiplies the
+        frontier by at most ``k + 1`` (``min(k, longest neighbour list) + 1`` without
         replacement) and each root has ``prod(fanouts) * L`` path slots.  Default:
         :func:`default_max_batch_bytes` (``$TBDFS_MAX_BATCH_BYTES``, else half the physical
         memory, at most 16 GiB).

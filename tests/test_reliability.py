@@ -280,7 +280,8 @@ def test_native_time_encoding_blocks_of_frequencies_are_classified_on_their_own(
     # 150 frequencies = blocks of 64, 64, 22 with very different reaches; shuffled so a
     # huge frequency sits among tiny ones.
     rng = np.random.default_rng(3)
-    w = rng.permutation(np.concatenate([10 ** rng.uniform(-12, -6, 100), 10 ** rng.uniform(-2, 3, 50)]))
+    w = rng.permutation(np.concatenate([10 ** rng.uniform(-12, -6, 100),
+                                        10 ** rng.uniform(-2, 3, 50)]))
     dt = np.array([0.5, 7e7, 3e9, 1.6e18, -2e12])
     out = np.empty((len(dt), 2 * len(w)), np.float32)
     _C.time_encode(dt, w, 1.0, out, 1)
