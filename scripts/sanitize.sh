@@ -19,6 +19,12 @@ if "$PY" -c 'import ninja' 2>/dev/null || command -v ninja >/dev/null 2>&1; then
   export PATH="$(dirname "$PY"):$PATH"  # the venv's ninja
 fi
 flags="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+# A build folder configured with another python or build tool is started afresh.
+if [ -f "$BUILD/CMakeCache.txt" ]; then
+  make_prog=$(sed -n 's/^CMAKE_MAKE_PROGRAM:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+  py_prog=$(sed -n 's/^Python_EXECUTABLE:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+  if [ ! -x "$make_prog" ] || [ "$py_prog" != "$pyabs" ]; then rm -rf "$BUILD"; fi
+fi
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
