@@ -7,6 +7,7 @@
 
 #include "parallel.h"
 #include "phase_reduce.h"
+#include "time_encode_wide.h"
 
 namespace tbdfs {
 namespace {
@@ -81,10 +82,10 @@ inline void encode_block(double t, double t_hi, double t_lo, const double* __res
   }
 }
 
-// Rows [begin, end), vectorised per block of frequencies.  A block whose phases all stay
-// below 2^26 (|dt| * its largest |w|, the common case) takes the plain loop; other blocks
-// the exact one, then redo the phases beyond 2^29 (or not finite) with the scalar exact
-// reduction (Payne-Hanek).
+// Rows [begin, end), vectorised per block of frequencies, each block in the cheapest way
+// its reach |dt| * max|w| allows: below 2^26 (the common case) the plain loop, below 2^29
+// the exact one, below 2^61 the wide reduction (time_encode_wide.h); phases beyond (or not
+// finite) are then redone by the scalar exact reduction (Payne-Hanek).
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
@@ -92,7 +93,8 @@ void encode_rows(const double* __restrict dt, int64_t begin, int64_t end,
                  const double* __restrict w, const double* __restrict w_hi,
                  const double* __restrict w_lo, const double* __restrict block_max, int64_t d,
                  float scale, float* __restrict out) {
-  float cos_buf[kBlock], sin_buf[kBlock];
+  float cos_buf[kBlock], sin_buf[kBlock], y_buf[kBlock];
+  int32_t q_buf[kBlock];
   for (int64_t i = begin; i < end; ++i) {
     const double t = dt[i];
     const double t_hi = high_half(t), t_lo = t - t_hi;
@@ -101,20 +103,23 @@ void encode_rows(const double* __restrict dt, int64_t begin, int64_t end,
       const int64_t m = d - k0 < kBlock ? d - k0 : kBlock;
       // NaN compares false: a NaN time or frequency takes the checked path.
       const double reach = std::fabs(t) * block_max[k0 / kBlock];
-      const bool tiny = reach < kTiny, small = reach < 0.5 * kSmall;
-      if (tiny) {
+      if (reach < kTiny) {
         encode_block<false>(t, t_hi, t_lo, w + k0, w_hi + k0, w_lo + k0, m, scale, cos_buf,
                             sin_buf);
-      } else {
+      } else if (reach < 0.5 * kSmall) {
         encode_block<true>(t, t_hi, t_lo, w + k0, w_hi + k0, w_lo + k0, m, scale, cos_buf,
                            sin_buf);
-      }
-      if (!small) {
-        for (int64_t j = 0; j < m; ++j) {
-          const double p = t * w[k0 + j];
-          if (std::fabs(p) < 0.5 * kSmall) continue;  // NaN goes on: it stays NaN
-          const Reduced r = reduce_product(w[k0 + j], t);
-          cos_sin(static_cast<float>(r.y), r.quadrant, scale, cos_buf[j], sin_buf[j]);
+      } else {
+        reduce_block_wide(t, t_hi, t_lo, w + k0, w_hi + k0, w_lo + k0, m, y_buf, q_buf);
+        for (int64_t j = 0; j < m; ++j)
+          cos_sin(y_buf[j], q_buf[j], scale, cos_buf[j], sin_buf[j]);
+        if (!(reach < kWidePhase)) {
+          for (int64_t j = 0; j < m; ++j) {
+            const double p = t * w[k0 + j];
+            if (std::fabs(p) < kWidePhase) continue;  // NaN goes on: it stays NaN
+            const Reduced r = reduce_product(w[k0 + j], t);
+            cos_sin(static_cast<float>(r.y), r.quadrant, scale, cos_buf[j], sin_buf[j]);
+          }
         }
       }
       for (int64_t j = 0; j < m; ++j) {

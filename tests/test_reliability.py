@@ -291,6 +291,24 @@ def test_native_time_encoding_blocks_of_frequencies_are_classified_on_their_own(
             assert abs(out[i, 2 * k] - c) <= 4e-7 and abs(out[i, 2 * k + 1] - s) <= 4e-7, (t, wk)
 
 
+def test_native_time_encoding_is_exact_across_the_reduction_regimes():
+    # Phases around each switch: 2^26 (plain / exact product), 2^29 (Cody-Waite / wide
+    # reduction), 2^52 (coarse quotients), 2^61 (wide / Payne-Hanek).
+    rng = np.random.default_rng(11)
+    w = 10 ** rng.uniform(-3, 1, 12)
+    edges = np.array([2.0**26, 2.0**29, 2.0**52, 2.0**61])
+    near = rng.choice(edges, 120) * rng.uniform(0.5, 2.0, 120) / rng.choice(w, 120)
+    dt = np.concatenate([near, 10 ** rng.uniform(0, 20, 80)]) * rng.choice([-1, 1], 200)
+    out = np.empty((len(dt), 2 * len(w)), np.float32)
+    _C.time_encode(dt, w, 1.0, out, 2)
+    worst = 0.0
+    for i, t in enumerate(dt):
+        for k, wk in enumerate(w):
+            c, s = ref.exact_cos_sin(float(wk), float(t))
+            worst = max(worst, abs(out[i, 2 * k] - c), abs(out[i, 2 * k + 1] - s))
+    assert worst <= 4e-7, worst
+
+
 def test_reduce_phases_matches_the_exact_reduction():
     rng = np.random.default_rng(7)
     w = 10 ** rng.uniform(-9, 2, 400)
