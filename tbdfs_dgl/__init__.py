@@ -17,6 +17,7 @@ _LAZY = {
     "TemporalBatch": ".batch",
     "TemporalGraph": ".graph",
     "TemporalSampler": ".sampler",
+    "BatchTooLargeError": ".sampler",
     "TBDFSModel": ".model",
     "seed_everything": ".seeding",
 }
