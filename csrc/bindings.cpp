@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "budget.h"
 #include "paths.h"
 #include "sample.h"
 #include "tables.h"
@@ -31,17 +32,25 @@ py::array to_numpy(Buffer<T>&& buf, std::vector<py::ssize_t> shape) {
   return py::array_t<Out>(shape, reinterpret_cast<Out*>(p), owner);
 }
 
+// The CSR is shared by every sampler and worker and trusted by the sampling loops (twins,
+// list bounds), so views of it are read-only; numpy then also refuses to make them
+// writeable again, since their base (the CSR) offers no writeable buffer.
+py::array read_only(py::array a) {
+  a.attr("setflags")(py::arg("write") = false);
+  return a;
+}
+
 template <class T>
 py::array view(const std::vector<T>& v, py::handle owner) {
-  return py::array_t<T>({static_cast<py::ssize_t>(v.size())}, v.data(), owner);
+  return read_only(py::array_t<T>({static_cast<py::ssize_t>(v.size())}, v.data(), owner));
 }
 
 // A strided view of one field of every entry.
 template <class T>
 py::array field_view(const std::vector<Entry>& v, T Entry::*field, py::handle owner) {
   const T* first = v.empty() ? nullptr : &(v.data()->*field);
-  return py::array_t<T>({static_cast<py::ssize_t>(v.size())},
-                        {static_cast<py::ssize_t>(sizeof(Entry))}, first, owner);
+  return read_only(py::array_t<T>({static_cast<py::ssize_t>(v.size())},
+                                  {static_cast<py::ssize_t>(sizeof(Entry))}, first, owner));
 }
 
 template <class T>
@@ -93,6 +102,7 @@ std::shared_ptr<TCSR> from_arrays(int64_t num_nodes, int64_t num_edges, bool dir
     g->entries[j] = Entry{ts.data()[j], nbr.data()[j], row.data()[j], twin.data()[j]};
   py::gil_scoped_release release;
   g->validate();
+  g->update_max_degree();
   return g;
 }
 
@@ -191,6 +201,23 @@ void time_encode_py(const CArray<double>& dt, const CArray<double>& weight, doub
   time_encode(dt.data(), n, weight.data(), d, static_cast<float>(scale), dst, num_threads);
 }
 
+// Exact reduction of w * dt (same shapes, float64) for the torch path's large phases.
+py::tuple reduce_phases_py(const CArray<double>& w, const CArray<double>& dt) {
+  check_1d(w, "w");
+  check_1d(dt, "dt");
+  if (w.size() != dt.size()) throw InputError("w and dt must have the same length");
+  const int64_t n = w.size();
+  py::array_t<int64_t> quadrant(n);
+  py::array_t<double> y(n);
+  int64_t* q = quadrant.mutable_data();
+  double* yp = y.mutable_data();
+  {
+    py::gil_scoped_release release;
+    reduce_phases(w.data(), dt.data(), n, q, yp);
+  }
+  return py::make_tuple(quadrant, y);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -205,6 +232,7 @@ PYBIND11_MODULE(_C, m) {
       .def_readonly("num_nodes", &TCSR::num_nodes)
       .def_readonly("num_edges", &TCSR::num_edges)
       .def_readonly("directed", &TCSR::directed)
+      .def_readonly("max_degree", &TCSR::max_degree)
       .def_property_readonly("nbytes", &TCSR::nbytes)
       .def("arrays",
            [](py::object self) {
@@ -228,9 +256,24 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("cached_bytes", &block_cache::cached_bytes,
         "Bytes of output blocks parked for reuse by later batches.");
+  m.def("trim_cache", &block_cache::trim, "Free every output block parked for reuse.");
+  m.def("estimate_batch_bytes",
+        [](const TCSR& g, std::vector<int64_t> fanouts, int64_t num_roots, bool replace,
+           bool with_paths) {
+          const BatchEstimate e = estimate_batch(g, fanouts, num_roots, replace, with_paths);
+          return py::make_tuple(e.tree_bytes, e.path_bytes, e.instances, e.path_slots);
+        },
+        py::arg("csr"), py::arg("fanouts"), py::arg("num_roots"), py::arg("replace"),
+        py::arg("with_paths") = true,
+        "Upper bound on a batch's output: (tree_bytes, path_bytes, instances, path_slots).");
+  m.def("physical_memory_bytes", &physical_memory_bytes, "This machine's physical memory.");
+  m.def("graph_build_bytes", &graph_build_bytes, py::arg("num_nodes"), py::arg("num_edges"),
+        py::arg("directed"), "Peak bytes of building a CSR of these sizes.");
   m.def("time_encode", &time_encode_py, py::arg("dt"), py::arg("weight"), py::arg("scale"),
         py::arg("out").noconvert(), py::arg("num_threads") = 1,
         "Write scale * [cos(w dt), sin(w dt)] (interleaved) for every dt into out [n, 2d].");
+  m.def("reduce_phases", &reduce_phases_py, py::arg("w"), py::arg("dt"),
+        "Exact w * dt = quadrant * pi/2 + y (quadrant in 0..3, |y| <= pi/4), elementwise.");
   m.def("sample", &sample, py::arg("csr"), py::arg("nodes"), py::arg("times"),
         py::arg("fanouts"), py::arg("recent"), py::arg("replace"), py::arg("strict"),
         py::arg("seed"), py::arg("stream"), py::arg("num_threads"), py::arg("with_paths") = true,

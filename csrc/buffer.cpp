@@ -13,7 +13,11 @@ constexpr size_t kHeader = 64;            // keeps the payload 64-byte aligned
 constexpr int kMinCachedClass = 16;       // blocks of 64 KiB and more are cached
 constexpr int kClasses = 48;
 constexpr size_t kMaxPerClass = 16;
-constexpr size_t kMaxCachedBytes = size_t{1} << 30;
+// The cache exists for the few-megabyte arrays of training batches.  One huge batch must not
+// pin its blocks for the life of the process: blocks above kMaxCachedClass go straight back
+// to the system, and at most kMaxCachedBytes stay parked in all.
+constexpr int kMaxCachedClass = 26;  // 64 MiB
+constexpr size_t kMaxCachedBytes = size_t{256} << 20;
 
 struct Header {
   int size_class;  // -1: not cached, freed directly
@@ -41,7 +45,7 @@ int class_of(size_t bytes) {
 
 void* allocate(size_t bytes) {
   const int c = class_of(bytes);
-  const bool cached = c >= kMinCachedClass && c < kClasses;
+  const bool cached = c >= kMinCachedClass && c <= kMaxCachedClass;
   if (cached) {
     Cache& k = cache();
     std::lock_guard<std::mutex> lock(k.mu);
@@ -79,6 +83,26 @@ void release(void* p) noexcept {
     }
   }
   std::free(base);
+}
+
+void trim() noexcept {
+  std::vector<void*> drop;
+  {
+    Cache& k = cache();
+    std::lock_guard<std::mutex> lock(k.mu);
+    for (auto& list : k.free_blocks) {
+      for (void* p : list) {
+        try {
+          drop.push_back(p);
+        } catch (...) {
+          std::free(p);  // out of memory for the list: free it under the lock instead
+        }
+      }
+      list.clear();
+    }
+    k.bytes = 0;
+  }
+  for (void* p : drop) std::free(p);
 }
 
 size_t cached_bytes() {

@@ -18,6 +18,8 @@ namespace block_cache {
 void* allocate(size_t bytes);
 // Returns a block from allocate() to the cache (or to the system when the cache is full).
 void release(void* p) noexcept;
+// Frees every parked block.
+void trim() noexcept;
 // Bytes currently parked in the cache (for tests and benchmarks).
 size_t cached_bytes();
 }  // namespace block_cache

@@ -2,13 +2,14 @@
 
 #include <algorithm>
 
+#include "budget.h"
 #include "parallel.h"
 
 namespace tbdfs {
 
 namespace {
 
-constexpr int kMaxHops = 64;
+constexpr int kMaxHops = static_cast<int>(kMaxLayers);
 
 // Walks one root's subtree depth-first and writes every slot of its [P, L] block exactly
 // once: the arrays are megabytes per batch, so a separate fill pass would double the traffic.
@@ -91,6 +92,16 @@ PathArrays explode_paths(const std::vector<Hop>& hops, const std::vector<int64_t
   out.num_roots = L ? hops[0].num_dst : 0;
   std::vector<int64_t> fanout(L), stride(L, 1);
   for (int64_t h = 0; h < L; ++h) fanout[h] = fanouts[L - 1 - h];
+  // Refuse before allocating (and before the strides, which could overflow int64).
+  BatchEstimate est;
+  est.path_slots = static_cast<double>(out.num_roots) * static_cast<double>(L);
+  for (int64_t h = 0; h < L; ++h) est.path_slots *= static_cast<double>(fanout[h]);
+  est.path_bytes = est.path_slots * 33;
+  if (est.path_slots / std::max<double>(1.0, static_cast<double>(out.num_roots)) > 0x1p53)
+    fail("prod(fanouts) * layers = ", est.path_slots / std::max<double>(1.0, out.num_roots),
+         " path slots per root: too many for any batch");
+  check_batch_budget(est, out.num_roots, physical_memory_bytes(),
+                     " (the path arrays alone exceed this machine's physical memory)");
   for (int64_t h = L - 2; h >= 0; --h) stride[h] = stride[h + 1] * fanout[h + 1];
   out.num_paths = L ? stride[0] * fanout[0] : 0;
 

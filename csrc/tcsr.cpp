@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "budget.h"
+
 namespace tbdfs {
 
 namespace {
@@ -48,6 +50,12 @@ int64_t TCSR::child_eligible_end(int64_t j, bool strict) const {
   return search(a, p, hi, t, false);
 }
 
+void TCSR::update_max_degree() {
+  max_degree = 0;
+  for (size_t u = 0; u + 1 < indptr.size(); ++u)
+    max_degree = std::max(max_degree, indptr[u + 1] - indptr[u]);
+}
+
 size_t TCSR::nbytes() const {
   return indptr.size() * sizeof(int64_t) + entries.size() * sizeof(Entry) +
          (src.size() + dst.size()) * sizeof(nid_t);
@@ -62,12 +70,16 @@ void TCSR::validate() const {
     fail("CSR arrays have inconsistent lengths");
   if (indptr[0] != 0 || static_cast<size_t>(indptr[N]) != M)
     fail("CSR indptr must start at 0 and end at the number of entries");
+  // The whole of indptr first: the entry checks below index lists of other nodes (twins),
+  // which must lie inside `entries` before they are read.
+  for (size_t u = 0; u < N; ++u)
+    if (indptr[u] > indptr[u + 1] || indptr[u + 1] > static_cast<int64_t>(M))
+      fail("CSR indptr is not non-decreasing within [0, ", M, "] at node ", u);
   for (size_t i = 0; i < E; ++i)
     if (src[i] < 0 || src[i] >= num_nodes || dst[i] < 0 || dst[i] >= num_nodes)
       fail("CSR endpoint out of range at row ", i);
   std::vector<uint8_t> seen(E, 0);
   for (size_t u = 0; u < N; ++u) {
-    if (indptr[u] > indptr[u + 1]) fail("CSR indptr decreases at node ", u);
     for (int64_t j = indptr[u]; j < indptr[u + 1]; ++j) {
       const Entry& x = entries[j];
       const eid_t r = x.row;
@@ -81,6 +93,8 @@ void TCSR::validate() const {
       const bool here = directed ? (dst[r] == me && x.nbr == src[r])
                                  : ((src[r] == me && x.nbr == dst[r]) || (dst[r] == me && x.nbr == src[r]));
       if (!here) fail("CSR entry ", j, " does not match the endpoints of row ", r);
+      // A row appears at most twice: stopping there also keeps the counter from wrapping.
+      if (seen[r] >= 2) fail("CSR holds row ", r, " more than twice");
       ++seen[r];
       if (directed) {
         if (x.twin != -1) fail("CSR twin of entry ", j, " must be -1 in a directed graph");
@@ -103,6 +117,13 @@ TCSR build_tcsr(const int64_t* src, const int64_t* dst, const double* ts, int64_
   if (num_nodes < 0) fail("num_nodes must be >= 0, got ", num_nodes);
   if (num_edges > kMaxId) fail("at most ", kMaxId, " edges are supported, got ", num_edges);
   if (num_nodes > kMaxId) fail("at most ", kMaxId, " nodes are supported, got ", num_nodes);
+  // Refuse before allocating: sparse raw ids (one id near 2^31) would ask for tens of GB.
+  const double need = graph_build_bytes(num_nodes, num_edges, directed);
+  const double have = physical_memory_bytes();
+  if (have > 0 && need > have)
+    fail("building this graph needs about ", need / 1073741824.0, " GiB for num_nodes=",
+         num_nodes, " and ", num_edges, " edges, more than this machine's ", have / 1073741824.0,
+         " GiB; if the node ids are sparse, relabel them to 0..N-1 first");
   bool sorted = true;
   for (int64_t i = 0; i < num_edges; ++i) {
     if (src[i] < 0 || src[i] >= num_nodes)
@@ -153,6 +174,7 @@ TCSR build_tcsr(const int64_t* src, const int64_t* dst, const double* ts, int64_
     g.entries[js] = Entry{ts[r], d, r, static_cast<eid_t>(jd - g.indptr[d])};
     g.entries[jd].twin = static_cast<eid_t>(js - g.indptr[s]);
   }
+  g.update_max_degree();
   return g;
 }
 

@@ -36,6 +36,10 @@ struct TCSR {
   std::vector<Entry> entries;   // [M]
   std::vector<nid_t> src;       // [E] input endpoints, kept to give the edges back
   std::vector<nid_t> dst;       // [E]
+  int64_t max_degree = 0;       // longest neighbour list: bounds a non-replacing fanout
+
+  // Sets max_degree from indptr (after build or validate).
+  void update_max_degree();
 
   // End (absolute position) of node u's entries with ts < t (strict) or ts <= t.
   int64_t eligible_end(int64_t u, double t, bool strict) const;

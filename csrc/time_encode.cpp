@@ -1,59 +1,126 @@
 #include "time_encode.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "parallel.h"
+#include "phase_reduce.h"
+#include "time_encode_wide.h"
 
 namespace tbdfs {
 namespace {
 
-constexpr double kInvHalfPi = 0.63661977236758134308;  // 2 / pi
-// pi/2 = kHalfPi1 + kHalfPi2 with 30 significant bits in kHalfPi1, so that q * kHalfPi1 is
-// exact for |q| < 2^23 (phases to ~1e7 rad); beyond, the error stays near ulp(phase), as
-// for any double reduction (Cody-Waite).
-constexpr double kHalfPi1 = 1.5707963276654482;
-constexpr double kHalfPi2 = -8.705515695504166e-10;
-// Adding then subtracting 1.5 * 2^52 rounds a double with |x| < 2^51 to the nearest
-// integer (ties to even) with plain arithmetic, which vectorises where rint may not.
-constexpr double kRound = 6755399441055744.0;
+using namespace phase;
 
-constexpr int64_t kBlock = 64;  // frequencies per inner block (contiguous, vectorised)
+// Frequencies per inner block (contiguous, vectorised).  Each block is classified on its
+// own (tiny / exact / with large phases) from its largest |w|, so the few high frequencies
+// that need the exact product do not slow down the rest of the row.
+constexpr int64_t kBlock = 64;
 
-// Rows [begin, end): each phase is reduced to [-pi/4, pi/4] plus a quadrant, then float
-// polynomials (Cephes' sinf/cosf minimax coefficients, accurate on that interval) give
-// cosine and sine, written interleaved.
+// x with the low 27 mantissa bits cleared: 26 significant bits, and x - high_half(x) is
+// exact with at most 27.  Bit masking (unlike Veltkamp's x * (2^27 + 1) trick) cannot be
+// broken by the compiler contracting a * b - c into an fma, which keeps the polynomials'
+// fmas.  Products of the halves are exact but for lo * lo (an error near 2^-106 |w dt|).
+inline double high_half(double x) {
+  uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  b &= ~((uint64_t{1} << 27) - 1);
+  std::memcpy(&x, &b, sizeof b);
+  return x;
+}
+
+// (cos, sin) * scale of y + quadrant * pi/2 for |y| <= pi/4 + a little: Cephes' sinf/cosf
+// minimax polynomials in float, accurate on that interval.
+inline void cos_sin(float y, int64_t quadrant, float scale, float& c_out, float& s_out) {
+  const float z = y * y;
+  const float s = y + y * z * (-1.6666654611e-1f + z * (8.3321608736e-3f +
+                                                         z * -1.9515295891e-4f));
+  const float c = 1.0f - 0.5f * z + z * z * (4.166664568298827e-2f +
+                                             z * (-1.388731625493765e-3f +
+                                                  z * 2.443315711809948e-5f));
+  const int64_t qm = quadrant & 3;
+  const bool swap = qm & 1;
+  const float cos_sign = (qm == 1 || qm == 2) ? -scale : scale;
+  const float sin_sign = qm >= 2 ? -scale : scale;
+  c_out = cos_sign * (swap ? s : c);
+  s_out = sin_sign * (swap ? c : s);
+}
+
+// Below this |dt| * max|w| the product's rounding error (<= 2^-27 rad) is far under float
+// output precision, and a two-constant Cody-Waite reduction is exact enough.
+constexpr double kTiny = 0x1p26;
+// pi/2 - kC1 rounded: q * kTail errs by ~2^-51 rad for q < 2^26.
+constexpr double kTail = 0x1.4442d18469899p-24;
+
+// One block of m frequencies of row value t.  kExact: the exact product is p + err
+// (Dekker's two-product, the frequencies split once per call), p is reduced by a
+// three-constant Cody-Waite (exact for |p| < 2^30) and err added after.  Otherwise (small
+// phases) the rounded product and two constants do, as fast as before.
+template <bool kExact>
+inline void encode_block(double t, double t_hi, double t_lo, const double* __restrict w,
+                         const double* __restrict w_hi, const double* __restrict w_lo,
+                         int64_t m, float scale, float* __restrict cos_buf,
+                         float* __restrict sin_buf) {
+  for (int64_t j = 0; j < m; ++j) {
+    const double p = t * w[j];
+    const double shifted = p * kInvHalfPi + kRound;
+    const double q = shifted - kRound;  // nearest multiple of pi/2, as a count
+    // The low mantissa bits of `shifted` hold 2^51 + q: its last two bits are q mod 4.
+    int64_t bits;
+    std::memcpy(&bits, &shifted, sizeof bits);
+    double y;
+    if constexpr (kExact) {
+      const double err = ((w_hi[j] * t_hi - p) + w_hi[j] * t_lo + w_lo[j] * t_hi) +
+                         w_lo[j] * t_lo;
+      y = (((p - q * kC1) - q * kC2) - q * kC3) + err;
+    } else {
+      y = (p - q * kC1) - q * kTail;
+    }
+    cos_sin(static_cast<float>(y), bits & 3, scale, cos_buf[j], sin_buf[j]);
+  }
+}
+
+// Rows [begin, end), vectorised per block of frequencies, each block in the cheapest way
+// its reach |dt| * max|w| allows: below 2^26 (the common case) the plain loop, below 2^29
+// the exact one, below 2^61 the wide reduction (time_encode_wide.h); phases beyond (or not
+// finite) are then redone by the scalar exact reduction (Payne-Hanek).
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 void encode_rows(const double* __restrict dt, int64_t begin, int64_t end,
-                 const double* __restrict w, int64_t d, float scale, float* __restrict out) {
-  float cos_buf[kBlock], sin_buf[kBlock];
+                 const double* __restrict w, const double* __restrict w_hi,
+                 const double* __restrict w_lo, const double* __restrict block_max, int64_t d,
+                 float scale, float* __restrict out) {
+  float cos_buf[kBlock], sin_buf[kBlock], y_buf[kBlock];
+  int32_t q_buf[kBlock];
   for (int64_t i = begin; i < end; ++i) {
     const double t = dt[i];
+    const double t_hi = high_half(t), t_lo = t - t_hi;
     float* __restrict row = out + i * 2 * d;
     for (int64_t k0 = 0; k0 < d; k0 += kBlock) {
       const int64_t m = d - k0 < kBlock ? d - k0 : kBlock;
-      for (int64_t j = 0; j < m; ++j) {
-        const double phase = t * w[k0 + j];
-        const double shifted = phase * kInvHalfPi + kRound;
-        const double q = shifted - kRound;  // nearest multiple of pi/2, as a count
-        // The low mantissa bits of `shifted` hold 2^51 + q: its last two bits are q mod 4.
-        int64_t bits;
-        std::memcpy(&bits, &shifted, sizeof bits);
-        const int64_t quadrant = bits & 3;
-        const float y = static_cast<float>((phase - q * kHalfPi1) - q * kHalfPi2);
-        const float z = y * y;
-        const float s = y + y * z * (-1.6666654611e-1f + z * (8.3321608736e-3f +
-                                                               z * -1.9515295891e-4f));
-        const float c = 1.0f - 0.5f * z + z * z * (4.166664568298827e-2f +
-                                                   z * (-1.388731625493765e-3f +
-                                                        z * 2.443315711809948e-5f));
-        // (cos, sin) of y + quadrant * pi/2.
-        const bool swap = quadrant & 1;
-        const float cos_sign = (quadrant == 1 || quadrant == 2) ? -scale : scale;
-        const float sin_sign = quadrant >= 2 ? -scale : scale;
-        cos_buf[j] = cos_sign * (swap ? s : c);
-        sin_buf[j] = sin_sign * (swap ? c : s);
+      // NaN compares false: a NaN time or frequency takes the checked path.
+      const double reach = std::fabs(t) * block_max[k0 / kBlock];
+      if (reach < kTiny) {
+        encode_block<false>(t, t_hi, t_lo, w + k0, w_hi + k0, w_lo + k0, m, scale, cos_buf,
+                            sin_buf);
+      } else if (reach < 0.5 * kSmall) {
+        encode_block<true>(t, t_hi, t_lo, w + k0, w_hi + k0, w_lo + k0, m, scale, cos_buf,
+                           sin_buf);
+      } else {
+        reduce_block_wide(t, t_hi, t_lo, w + k0, w_hi + k0, w_lo + k0, m, y_buf, q_buf);
+        for (int64_t j = 0; j < m; ++j)
+          cos_sin(y_buf[j], q_buf[j], scale, cos_buf[j], sin_buf[j]);
+        if (!(reach < kWidePhase)) {
+          for (int64_t j = 0; j < m; ++j) {
+            const double p = t * w[k0 + j];
+            if (std::fabs(p) < kWidePhase) continue;  // NaN goes on: it stays NaN
+            const Reduced r = reduce_product(w[k0 + j], t);
+            cos_sin(static_cast<float>(r.y), r.quadrant, scale, cos_buf[j], sin_buf[j]);
+          }
+        }
       }
       for (int64_t j = 0; j < m; ++j) {
         row[2 * (k0 + j)] = cos_buf[j];
@@ -67,11 +134,31 @@ void encode_rows(const double* __restrict dt, int64_t begin, int64_t end,
 
 void time_encode(const double* dt, int64_t n, const double* w, int64_t d, float scale,
                  float* out, int num_threads) {
+  // Splits of the frequencies, once per call (not per row).
+  std::vector<double> split(2 * static_cast<size_t>(d > 0 ? d : 0));
+  double* w_hi = split.data();
+  double* w_lo = w_hi + d;
+  std::vector<double> block_max((d + kBlock - 1) / kBlock, 0.0);
+  for (int64_t k = 0; k < d; ++k) {
+    w_hi[k] = high_half(w[k]);
+    w_lo[k] = w[k] - w_hi[k];
+    // A NaN frequency makes its block "not small", where it stays NaN.
+    double& b = block_max[k / kBlock];
+    b = std::isnan(w[k]) ? w[k] : std::max(b, std::fabs(w[k]));
+  }
   // About 2d floats written per row: chunks of a few thousand rows amortise a wake-up.
   const int64_t min_chunk = d > 0 ? (1 << 16) / d + 1 : n + 1;
   parallel_for(n, num_threads, min_chunk, [&](int64_t begin, int64_t end) {
-    encode_rows(dt, begin, end, w, d, scale, out);
+    encode_rows(dt, begin, end, w, w_hi, w_lo, block_max.data(), d, scale, out);
   });
+}
+
+void reduce_phases(const double* w, const double* dt, int64_t n, int64_t* quadrant, double* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const phase::Reduced r = phase::reduce_product(w[i], dt[i]);
+    quadrant[i] = r.quadrant & 3;
+    y[i] = r.y;
+  }
 }
 
 }  // namespace tbdfs

@@ -6,12 +6,16 @@
 namespace tbdfs {
 
 // out[i, 2k] = scale * cos(w[k] * dt[i]), out[i, 2k + 1] = scale * sin(w[k] * dt[i]) for
-// i < n, k < d (out is [n, 2d], row-major).  The phase is formed and reduced modulo 2*pi in
-// double (dt reaches 1e8 s and w 1e-9, where a float phase keeps no correct digit), then
-// sine and cosine are evaluated in float on the reduced angle; the result is within a few
-// float ulps of the exact value.  Phases must satisfy |w dt| < 2^50 (about 1e15 rad).
+// i < n, k < d (out is [n, 2d], row-major).  The phase is the exact product w[k] * dt[i],
+// reduced modulo pi/2 exactly for any finite float64 inputs (csrc/phase_reduce.h); sine
+// and cosine are then evaluated in float on the reduced angle, so the result is within a
+// few float ulps of the exact value at any magnitude (NaN where w * dt overflows).
 // Elementwise, so the result does not depend on num_threads.
 void time_encode(const double* dt, int64_t n, const double* w, int64_t d, float scale,
                  float* out, int num_threads);
+
+// The exact reduction alone, elementwise: w[i] * dt[i] = quadrant[i] * pi/2 + y[i] with
+// quadrant in 0..3 and |y| <= pi/4 (for the torch path's large phases).
+void reduce_phases(const double* w, const double* dt, int64_t n, int64_t* quadrant, double* y);
 
 }  // namespace tbdfs

@@ -1,8 +1,14 @@
 """tbdfs-dgl: the tBDFS temporal graph neural network for DGL, on a C++ temporal sampler."""
 import importlib
+import os as _os
 from typing import Any
 
 __version__ = "0.1.0"
+
+# `make sanitize` points this at a sanitizer build of the extension: `tbdfs_dgl._C` is then
+# found there first, the Python modules here as usual.
+if _os.environ.get("TBDFS_EXT_DIR"):
+    __path__.insert(0, _os.environ["TBDFS_EXT_DIR"])  # noqa: F821 - set by the import system
 
 # Imported on first use, so that `tbdfs_dgl.data` (numpy/pandas only) and `tbdfs_dgl.nn`
 # load without the compiled sampler, and `import tbdfs_dgl` stays cheap.
@@ -12,6 +18,7 @@ _LAZY = {
     "TemporalBatch": ".batch",
     "TemporalGraph": ".graph",
     "TemporalSampler": ".sampler",
+    "BatchTooLargeError": ".sampler",
     "TBDFSModel": ".model",
     "seed_everything": ".seeding",
 }

@@ -14,6 +14,11 @@ MAX_EXACT_TIME = 2**53
 def to_numpy(x: Any, name: str) -> np.ndarray:
     """Return ``x`` (array, tensor, list) as a numpy array without copying where possible."""
     if isinstance(x, torch.Tensor):
+        if x.dtype in (torch.bfloat16, torch.complex32) or x.dtype.is_complex:
+            # numpy has no such dtype: say so instead of torch's "unsupported ScalarType".
+            raise TypeError(f"{name} has dtype {x.dtype}, which this library does not take: "
+                            "use int64 for ids, float64 or int64 for times, float32 for "
+                            "features")
         return x.detach().cpu().numpy()
     if isinstance(x, np.ndarray):
         return x
@@ -42,6 +47,11 @@ def index_array(x: Any, name: str, upper: Optional[int] = None) -> np.ndarray:
         a = a.astype(np.int64)  # np.asarray([]) is float64
     if a.dtype == np.bool_ or a.dtype.kind not in "iu":
         raise TypeError(f"{name} must hold integer ids, got dtype {a.dtype}")
+    if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and int(a.max()) > 2**63 - 1:
+        # The cast to int64 would wrap these to negative numbers.
+        i = int(np.argmax(a > 2**63 - 1))
+        raise ValueError(f"{name}[{i}] = {int(a[i])} does not fit in int64; ids must be < 2**63 "
+                         "(map such ids to 0..N-1 before building the graph)")
     a = np.ascontiguousarray(a, dtype=np.int64)
     if a.size:
         lo = int(a.min())
@@ -68,7 +78,9 @@ def time_array(x: Any, name: str) -> np.ndarray:
             f"{name} is {a.dtype}: times must be float64 or int64 (float32 cannot represent "
             "Unix seconds to the second); convert before rounding happens"
         )
-    if a.dtype.kind in "iu" and a.size and int(np.abs(a).max()) > MAX_EXACT_TIME:
+    # In Python ints: np.abs wraps int64's minimum, a cast wraps uint64 >= 2**63.
+    big = max(abs(int(a.min())), abs(int(a.max()))) if a.dtype.kind in "iu" and a.size else 0
+    if big > MAX_EXACT_TIME:
         raise ValueError(f"{name} has integer times beyond 2**53, which float64 cannot hold exactly")
     a = np.ascontiguousarray(a, dtype=np.float64)
     if a.size and not np.isfinite(a).all():
@@ -87,7 +99,8 @@ def feature_tensor(x: Any, name: str, rows: int) -> Optional[torch.Tensor]:
     if t.dim() != 2:
         raise ValueError(f"{name} must be 2-D [{rows}, d], got shape {tuple(t.shape)}")
     if t.shape[0] != rows:
-        raise ValueError(f"{name} has {t.shape[0]} rows, expected {rows}")
+        what = "edge" if "edge" in name else "node" if "node" in name else "row"
+        raise ValueError(f"{name} has {t.shape[0]} rows, expected {rows} (one per {what})")
     t = t.float()
     if not torch.isfinite(t).all():
         raise ValueError(f"{name} contains NaN or infinite values")

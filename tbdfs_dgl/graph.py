@@ -1,6 +1,7 @@
 """`TemporalGraph`: timestamped interactions held in the C++ time-sorted CSR."""
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -9,7 +10,42 @@ import torch
 from . import _C
 from ._validate import feature_tensor, index_array, time_array
 
-__all__ = ["TemporalGraph"]
+__all__ = ["TemporalGraph", "relabel_nodes"]
+
+MAX_GRAPH_BYTES_ENV = "TBDFS_MAX_GRAPH_BYTES"
+
+
+def relabel_nodes(src: Any, dst: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Map arbitrary (sparse) node ids to ``0..N-1`` in increasing order of the raw ids.
+
+    Parameters
+    ----------
+    src, dst : array-like of int
+        Raw endpoint ids (any non-negative int64 values).
+
+    Returns
+    -------
+    src, dst : numpy.ndarray
+        int64 compact ids.
+    node_ids : numpy.ndarray
+        int64 ``[N]``: ``node_ids[new] == raw``; ``np.searchsorted(node_ids, raw)`` maps
+        raw ids (of nodes in the graph) to compact ones.
+    """
+    src_a, dst_a = index_array(src, "src"), index_array(dst, "dst")
+    node_ids, inverse = np.unique(np.concatenate([src_a, dst_a]), return_inverse=True)
+    inverse = inverse.astype(np.int64, copy=False)
+    return inverse[: len(src_a)].copy(), inverse[len(src_a):].copy(), node_ids
+
+
+def _max_graph_bytes() -> float:
+    env = os.environ.get(MAX_GRAPH_BYTES_ENV)
+    if env:
+        try:
+            return float(env)
+        except ValueError:
+            raise ValueError(f"${MAX_GRAPH_BYTES_ENV} must be a number of bytes, got {env!r}"
+                             ) from None
+    return _C.physical_memory_bytes() / 2 or float("inf")
 
 
 class TemporalGraph:
@@ -35,6 +71,17 @@ class TemporalGraph:
     directed : bool
         ``False`` (default): both endpoints see each interaction.  ``True``: a node sees only
         the sources of its in-edges, the direction DGL passes messages in.
+    relabel : bool
+        Map the raw ids to ``0..N-1`` (increasing raw id) first, for sparse ids such as
+        ``2**31 - 2``; :attr:`node_ids` then holds each node's raw id and
+        :meth:`compact_ids` maps raw ids for the sampler.  ``node_feats`` rows follow the
+        compact ids; ``num_nodes`` must be left out.  Default ``False``.
+
+    Raises
+    ------
+    MemoryError
+        When the CSR for ``num_nodes`` (largest id + 1) and the edges would need more than
+        half the physical memory (``$TBDFS_MAX_GRAPH_BYTES`` overrides), before allocating.
     """
 
     def __init__(
@@ -46,6 +93,7 @@ class TemporalGraph:
         edge_feats: Any = None,
         node_feats: Any = None,
         directed: bool = False,
+        relabel: bool = False,
     ) -> None:
         src_a = index_array(src, "src")
         dst_a = index_array(dst, "dst")
@@ -55,24 +103,62 @@ class TemporalGraph:
                 f"src, dst and ts must have the same length, got {len(src_a)}, {len(dst_a)} "
                 f"and {len(ts_a)}"
             )
+        node_ids = None
+        if relabel:
+            if num_nodes is not None:
+                raise ValueError("num_nodes cannot be given with relabel=True (it is the "
+                                 "number of distinct ids)")
+            src_a, dst_a, node_ids = relabel_nodes(src_a, dst_a)
         largest = int(max(src_a.max(), dst_a.max())) if len(src_a) else -1
         if num_nodes is None:
             num_nodes = largest + 1
+            # At most 2E ids are used: far more nodes than that means raw, sparse ids (one
+            # id near 2**31 asks for tens of GB).  Passing num_nodes confirms the intent.
+            if num_nodes > max(1 << 20, 16 * 2 * len(src_a)):
+                raise ValueError(
+                    f"the largest node id is {largest} for only {len(src_a)} edges: node ids "
+                    "index arrays of (largest id + 1) entries, so sparse raw ids waste memory "
+                    f"(~{_C.graph_build_bytes(num_nodes, len(src_a), bool(directed)) / 2**30:.3g}"
+                    " GiB here). Pass relabel=True (raw ids kept in .node_ids; map roots with "
+                    ".compact_ids), map them with tbdfs_dgl.graph.relabel_nodes(src, dst), or "
+                    "pass num_nodes explicitly if the ids are meant as they are.")
         elif not isinstance(num_nodes, (int, np.integer)) or isinstance(num_nodes, bool):
             raise TypeError(f"num_nodes must be an int, got {type(num_nodes).__name__}")
         elif num_nodes <= largest:
             raise ValueError(
                 f"num_nodes={num_nodes} is too small: the largest node id is {largest}"
             )
+        if num_nodes > np.iinfo(np.int32).max:
+            raise ValueError(
+                f"num_nodes = {num_nodes} exceeds the {np.iinfo(np.int32).max} nodes the CSR "
+                "supports; if the ids are sparse, pass relabel=True (or map them with "
+                "tbdfs_dgl.graph.relabel_nodes)")
+        need = _C.graph_build_bytes(int(num_nodes), len(src_a), bool(directed))
+        limit = _max_graph_bytes()
+        if need > limit:
+            distinct = len(np.unique(np.concatenate([src_a, dst_a]))) if len(src_a) else 0
+            raise MemoryError(
+                f"building this graph needs about {need / 2**30:.3g} GiB for num_nodes = "
+                f"{num_nodes} ({distinct} distinct ids among {len(src_a)} edges), above the "
+                f"limit of {limit / 2**30:.3g} GiB (half the physical memory, or "
+                f"${MAX_GRAPH_BYTES_ENV}). Node ids index arrays of num_nodes entries: for "
+                "sparse raw ids pass relabel=True (raw ids kept in .node_ids) or map them "
+                "with tbdfs_dgl.graph.relabel_nodes(src, dst).")
         csr = _C.TCSR.build(src_a, dst_a, ts_a, int(num_nodes), bool(directed))
-        self._init(csr, edge_feats, node_feats)
+        self._init(csr, edge_feats, node_feats, node_ids)
 
-    def _init(self, csr: "_C.TCSR", edge_feats: Any, node_feats: Any) -> None:
+    def _init(self, csr: "_C.TCSR", edge_feats: Any, node_feats: Any,
+              node_ids: Optional[np.ndarray] = None) -> None:
         self._csr = csr
-        self.edge_feats: Optional[torch.Tensor] = feature_tensor(
-            edge_feats, "edge_feats", csr.num_edges)
-        self.node_feats: Optional[torch.Tensor] = feature_tensor(
-            node_feats, "node_feats", csr.num_nodes)
+        if node_ids is not None:
+            node_ids = np.ascontiguousarray(node_ids, dtype=np.int64)
+            if node_ids.shape != (csr.num_nodes,):
+                raise ValueError(f"node_ids must have {csr.num_nodes} entries, got shape "
+                                 f"{node_ids.shape}")
+            node_ids.flags.writeable = False
+        self.node_ids: Optional[np.ndarray] = node_ids
+        self.edge_feats = edge_feats
+        self.node_feats = node_feats
         self._input_edges: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None
 
     # ------------------------------------------------------------------ constructors
@@ -131,7 +217,54 @@ class TemporalGraph:
         nf = g.ndata[node_feat_field] if node_feat_field else None
         return cls(u, v, g.edata[time_field], g.num_nodes(), ef, nf, directed)
 
+    def compact_ids(self, raw: Any) -> np.ndarray:
+        """Map raw node ids to this graph's ids (identity unless built with ``relabel``).
+
+        Parameters
+        ----------
+        raw : array-like of int
+            Raw ids, each of a node of the graph.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ids in ``[0, num_nodes)``.
+        """
+        raw_a = index_array(raw, "raw")
+        if self.node_ids is None:
+            return index_array(raw_a, "raw", upper=self.num_nodes)
+        pos = np.searchsorted(self.node_ids, raw_a)
+        if len(self.node_ids):
+            found = self.node_ids[np.minimum(pos, len(self.node_ids) - 1)]
+            bad = (pos >= len(self.node_ids)) | (found != raw_a)
+        else:
+            bad = np.ones(len(raw_a), bool)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise KeyError(f"raw[{i}] = {raw_a[i]} is not a node of this graph")
+        return pos.astype(np.int64)
+
     # ------------------------------------------------------------------ properties
+    @property
+    def edge_feats(self) -> Optional[torch.Tensor]:
+        """float32 ``[num_edges, d_e]`` edge features (or ``None``); checked when set."""
+        return self._edge_feats
+
+    @edge_feats.setter
+    def edge_feats(self, value: Any) -> None:
+        # Checked on every assignment: a table with too few rows would otherwise surface as
+        # an IndexError deep inside a model.
+        self._edge_feats = feature_tensor(value, "edge_feats", self._csr.num_edges)
+
+    @property
+    def node_feats(self) -> Optional[torch.Tensor]:
+        """float32 ``[num_nodes, d_n]`` node features (or ``None``); checked when set."""
+        return self._node_feats
+
+    @node_feats.setter
+    def node_feats(self, value: Any) -> None:
+        self._node_feats = feature_tensor(value, "node_feats", self._csr.num_nodes)
+
     @property
     def num_nodes(self) -> int:
         """Number of nodes."""
@@ -207,12 +340,14 @@ class TemporalGraph:
             "arrays": arrays,
             "edge_feats": self.edge_feats,
             "node_feats": self.node_feats,
+            "node_ids": self.node_ids,
         }
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
+        # from_arrays checks every CSR invariant (a crafted pickle gives a ValueError).
         csr = _C.TCSR.from_arrays(state["num_nodes"], state["num_edges"], state["directed"],
                                   **state["arrays"])
-        self._init(csr, state["edge_feats"], state["node_feats"])
+        self._init(csr, state["edge_feats"], state["node_feats"], state.get("node_ids"))
 
     def __repr__(self) -> str:
         kind = "directed" if self.directed else "undirected"

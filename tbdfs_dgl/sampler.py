@@ -15,10 +15,45 @@ from ._validate import index_array, time_array
 from .batch import LayerTable, PathBatch, TemporalBatch
 from .graph import TemporalGraph
 
-__all__ = ["TemporalSampler"]
+__all__ = ["TemporalSampler", "BatchTooLargeError"]
 
 STRATEGIES = ("recent", "uniform")
 TIME_RULES = ("strict", "inclusive")
+MAX_LAYERS = 64  # csrc/budget.h: kMaxLayers
+MAX_BATCH_BYTES_ENV = "TBDFS_MAX_BATCH_BYTES"
+
+
+def default_max_batch_bytes() -> int:
+    """Default memory limit of one sampled batch.
+
+    ``$TBDFS_MAX_BATCH_BYTES`` when set, else half of this machine's physical memory,
+    at most 16 GiB: enough for any training batch, and a bound that refuses a batch that
+    would otherwise be OOM-killed part-way through.
+    """
+    env = os.environ.get(MAX_BATCH_BYTES_ENV)
+    if env:
+        try:
+            value = int(float(env))
+        except ValueError:
+            raise ValueError(f"${MAX_BATCH_BYTES_ENV} must be a number of bytes, got {env!r}"
+                             ) from None
+        if value <= 0:
+            raise ValueError(f"${MAX_BATCH_BYTES_ENV} must be > 0, got {env!r}")
+        return value
+    phys = int(_C.physical_memory_bytes()) or 2 * (16 << 30)
+    return min(16 << 30, phys // 2)
+
+
+class BatchTooLargeError(MemoryError, ValueError):
+    """A batch whose worst-case output exceeds the sampler's ``max_batch_bytes``.
+
+    Raised before anything is sampled or allocated.  A ``MemoryError`` (it is about
+    memory) and a ``ValueError`` (the request, not the machine, is at fault).
+    """
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.3g} GiB"
 
 
 def default_num_threads() -> int:
@@ -57,6 +92,13 @@ class TemporalSampler:
     num_threads : int, optional
         Threads per call (default: the cores this process may use).  Results do not depend
         on it.
+    max_batch_bytes : int, optional
+        Refuse (:class:`BatchTooLargeError`, before sampling) any batch whose output could
+        exceed this many bytes.  The bound is the worst case: every layer multiplies the
+        frontier by at most ``k + 1`` (``min(k, longest neighbour list) + 1`` without
+        replacement) and each root has ``prod(fanouts) * L`` path slots.  Default:
+        :func:`default_max_batch_bytes` (``$TBDFS_MAX_BATCH_BYTES``, else half the physical
+        memory, at most 16 GiB).
 
     Notes
     -----
@@ -74,6 +116,7 @@ class TemporalSampler:
         time_rule: str = "strict",
         seed: Optional[int] = None,
         num_threads: Optional[int] = None,
+        max_batch_bytes: Optional[int] = None,
     ) -> None:
         if not isinstance(graph, TemporalGraph):
             raise TypeError(f"graph must be a TemporalGraph, got {type(graph).__name__}")
@@ -85,6 +128,18 @@ class TemporalSampler:
                 raise TypeError(f"fanouts[{i}] must be an int, got {k!r}")
             if k < 1:
                 raise ValueError(f"fanouts[{i}] = {k} must be >= 1")
+        if len(fanouts) > MAX_LAYERS:
+            raise ValueError(f"at most {MAX_LAYERS} layers are supported, got {len(fanouts)} "
+                             "fanouts")
+        slots = float(np.prod([float(k) for k in fanouts])) * len(fanouts)
+        if slots > 2.0**53:
+            raise ValueError(f"prod(fanouts) * layers = {slots:.3g} path slots per root: too "
+                             "many for any batch; use smaller or fewer fanouts")
+        if max_batch_bytes is None:
+            max_batch_bytes = default_max_batch_bytes()
+        if isinstance(max_batch_bytes, bool) or not isinstance(max_batch_bytes, (int, np.integer)) \
+                or max_batch_bytes <= 0:
+            raise ValueError(f"max_batch_bytes must be a positive int, got {max_batch_bytes!r}")
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if time_rule not in TIME_RULES:
@@ -106,6 +161,8 @@ class TemporalSampler:
         self.time_rule = time_rule
         self.seed = int(seed)
         self.num_threads = int(num_threads)
+        self.max_batch_bytes = int(max_batch_bytes)
+        self._longest: Optional[int] = None  # longest adjacency list, for _table_bytes
         self._calls = itertools.count()
         self._lock = threading.Lock()
 
@@ -141,17 +198,70 @@ class TemporalSampler:
         paths : tuple or None
             ``(nodes, eids, ts, mask, src_index)``, each ``[B, P, L]``.
         """
-        hops, path_arrays, _ = self._run(*self._check_roots(nodes, times), batch_id, paths,
+        hops, path_arrays, _ = self._run(*self._check_roots(nodes, times, paths), batch_id, paths,
                                          False)
         return hops, path_arrays
 
-    def _check_roots(self, nodes: Any, times: Any) -> Tuple[np.ndarray, np.ndarray]:
+    def estimate_batch_bytes(self, num_roots: int, paths: bool = True) -> int:
+        """Upper bound on the bytes of a batch of ``num_roots`` roots (see ``max_batch_bytes``).
+
+        Parameters
+        ----------
+        num_roots : int
+            Roots in the batch.
+        paths : bool
+            Whether the path arrays are included.
+
+        Returns
+        -------
+        int
+            Bytes of the sampled tree plus, with ``paths``, the ``[B, P, L]`` path arrays.
+        """
+        tree, path, _, _ = _C.estimate_batch_bytes(self.graph.csr, self.fanouts, int(num_roots),
+                                                   self.replace, bool(paths))
+        return int(min(tree + path, 2.0**62))
+
+    def _check_roots(self, nodes: Any, times: Any, paths: bool = True,
+                     tables: bool = False) -> Tuple[np.ndarray, np.ndarray]:
         nodes_a = index_array(nodes, "nodes", upper=self.graph.num_nodes)
         times_a = time_array(times, "times")
         if len(nodes_a) != len(times_a):
             raise ValueError(f"nodes and times must have the same length, got {len(nodes_a)} "
                              f"and {len(times_a)}")
+        self._check_budget(len(nodes_a), paths, tables)
         return nodes_a, times_a
+
+    def _table_bytes(self, num_roots: int) -> float:
+        """Upper bound on the dense tables' bytes: every row ``k`` slots of nbr, mask, dt
+        and eid (25 bytes); a layer has at most as many rows as the frontier reaching it,
+        which grows by at most ``min(k, longest list) + 1`` a layer."""
+        if self._longest is None:
+            indptr = self.graph.csr.arrays()["indptr"]
+            self._longest = int(np.diff(indptr).max()) if len(indptr) > 1 else 0
+        rows, total = float(num_roots), 0.0
+        for k in reversed(self.fanouts):  # from the roots outwards
+            total += rows * k * 25
+            rows *= min(k, self._longest) + 1
+        return total
+
+    def _check_budget(self, num_roots: int, paths: bool, tables: bool = False) -> None:
+        # Before anything is allocated: a batch that does not fit would otherwise be
+        # OOM-killed part-way through (no Python exception at all).
+        tree, path, instances, slots = _C.estimate_batch_bytes(
+            self.graph.csr, self.fanouts, int(num_roots), self.replace, bool(paths))
+        table = self._table_bytes(num_roots) if tables else 0.0
+        if tree + path + table <= self.max_batch_bytes:
+            return
+        raise BatchTooLargeError(
+            f"a batch of {num_roots} roots with fanouts {self.fanouts} could need up to "
+            f"{_gib(tree + path + table)} ({_gib(tree)} for up to {instances:.3g} sampled "
+            f"instances: each layer multiplies the frontier by up to fanout + 1; "
+            f"{_gib(table)} for their [rows, fanout] tables; {_gib(path)} for "
+            f"{slots:.3g} path slots: prod(fanouts) * layers per root), above the limit "
+            f"max_batch_bytes = {_gib(self.max_batch_bytes)}. Use fewer roots per batch or "
+            f"smaller/fewer fanouts, or raise the limit with TemporalSampler(..., "
+            f"max_batch_bytes=...) or ${MAX_BATCH_BYTES_ENV}."
+        )
 
     def _run(self, nodes: np.ndarray, times: np.ndarray, batch_id: Optional[int],
              paths: bool, tables: bool) -> Tuple[List[tuple], Optional[tuple], Optional[list]]:
@@ -181,7 +291,7 @@ class TemporalSampler:
             Dense layer tables and paths of the same sampled tree; its DGL blocks are built
             from the tables on first access (``batch.blocks``).
         """
-        nodes_a, times_a = self._check_roots(nodes, times)
+        nodes_a, times_a = self._check_roots(nodes, times, paths, tables=True)
         hops, path_arrays, tables = self._run(nodes_a, times_a, batch_id, paths, True)
         # No copies: every tensor is a view of an array the C++ call allocated.
         layers = [LayerTable(torch.from_numpy(hop[1]), torch.from_numpy(hop[2]),
@@ -203,6 +313,8 @@ class TemporalSampler:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("max_batch_bytes", default_max_batch_bytes())  # older pickles
+        self.__dict__.setdefault("_longest", None)
         self._calls = itertools.count(state["_calls"])
         self._lock = threading.Lock()
 

@@ -33,10 +33,67 @@ def most_recent(entries: List[Entry], k: int) -> List[Entry]:
     return sorted(entries)[-k:] if k else []
 
 
+# ------------------------------------------------------------------ random streams
+_M64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def mix64(z: int) -> int:
+    """SplitMix64's finaliser, as csrc/rng.h."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+class InstanceRng:
+    """The sampler's per-(seed, stream, hop, destination) random stream (csrc/rng.h)."""
+
+    def __init__(self, seed: int, stream: int, hop: int, index: int) -> None:
+        self.state = mix64(mix64(mix64((seed + _GOLDEN) & _M64) ^ stream)
+                           ^ (((hop << 56) & _M64) ^ index))
+
+    def below(self, n: int) -> int:
+        self.state = (self.state + _GOLDEN) & _M64
+        return (mix64(self.state) * n) >> 64
+
+
+def uniform_offsets(n: int, k: int, rng: InstanceRng, replace: bool) -> List[int]:
+    """Offsets into an eligible prefix of length n, as the C++ draws them: with replacement
+    k draws sorted; without, all when n <= k, else Floyd's k-subset (a plain set here)."""
+    if n == 0:
+        return []
+    if replace:
+        return sorted(rng.below(n) for _ in range(k))
+    if n <= k:
+        return list(range(n))
+    chosen: List[int] = []
+    seen = set()
+    for j in range(n - k, n):
+        t = rng.below(j + 1)
+        v = j if t in seen else t
+        seen.add(v)
+        chosen.append(v)
+    return sorted(chosen)
+
+
+def uniform_chooser(seed: int, stream: int, replace: bool):
+    """A ``choose_at`` for :func:`sample_tree` drawing exactly what the C++ sampler draws."""
+    def choose_at(entries: List[Entry], k: int, hop: int, index: int) -> List[Entry]:
+        ordered = sorted(entries)
+        offs = uniform_offsets(len(ordered), k, InstanceRng(seed, stream, hop, index), replace)
+        return [ordered[o] for o in offs]
+    return choose_at
+
+
 def sample_tree(adj, nodes: Sequence[int], times: Sequence[float], fanouts: Sequence[int],
                 strict: bool = True,
-                choose: Callable[[List[Entry], int], List[Entry]] = most_recent) -> List[Dict]:
-    """Hops from the roots outwards, each a dict of plain lists like the C++ output."""
+                choose: Callable[[List[Entry], int], List[Entry]] = most_recent,
+                choose_at: Optional[Callable[[List[Entry], int, int, int], List[Entry]]] = None
+                ) -> List[Dict]:
+    """Hops from the roots outwards, each a dict of plain lists like the C++ output.
+
+    ``choose_at(entries, k, hop, destination index)``, when given, replaces ``choose``
+    (random strategies need to know which stream they draw from)."""
     L = len(fanouts)
     dst = [(int(u), float(t)) for u, t in zip(nodes, times)]
     hops = []
@@ -44,8 +101,10 @@ def sample_tree(adj, nodes: Sequence[int], times: Sequence[float], fanouts: Sequ
         k = fanouts[L - 1 - h]
         src = list(dst)
         indptr, eids, dts = [0], [], []
-        for u, t in dst:
-            for te, r, v in choose(eligible(adj, u, t, strict), k):
+        for d_index, (u, t) in enumerate(dst):
+            cands = eligible(adj, u, t, strict)
+            picked = choose_at(cands, k, h, d_index) if choose_at else choose(cands, k)
+            for te, r, v in picked:
                 src.append((v, te))
                 eids.append(r)
                 dts.append(t - te)
@@ -111,3 +170,41 @@ def random_graph(rng: np.random.Generator, num_nodes: int, num_edges: int,
     src[-3:], dst[-3:] = src[0], dst[0]  # repeated pair
     times = rng.integers(0, num_times or max(2, num_edges // 3), num_edges).astype(np.float64)
     return src.astype(np.int64), dst.astype(np.int64), times
+
+
+# ------------------------------------------------------------------ time encoding
+def _two_over_pi(bits: int) -> int:
+    """floor(2/pi * 2**bits), from Machin's formula in integers."""
+    prec = bits + 64
+
+    def arctan_inv(x: int) -> int:
+        total = term = (1 << prec) // x
+        n, sign = 1, -1
+        while term:
+            term //= x * x
+            n += 2
+            total += sign * (term // n)
+            sign = -sign
+        return total
+
+    pi = 4 * (4 * arctan_inv(5) - arctan_inv(239))
+    return (2 << (prec + bits)) // pi
+
+
+_TOP_BITS = 1500
+_TOP = None
+
+
+def exact_cos_sin(w: float, dt: float) -> Tuple[float, float]:
+    """cos and sin of the exact product w * dt (rational arithmetic; float64 result)."""
+    import math
+    from fractions import Fraction
+
+    global _TOP
+    if _TOP is None:
+        _TOP = _two_over_pi(_TOP_BITS)
+    t = Fraction(w) * Fraction(dt) * Fraction(_TOP, 1 << _TOP_BITS)  # phase / (pi/2)
+    q = round(t)
+    y = float(t - q) * (math.pi / 2)
+    c, s = math.cos(y), math.sin(y)
+    return [(c, s), (-s, c), (-c, -s), (s, -c)][q % 4]

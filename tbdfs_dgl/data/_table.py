@@ -242,11 +242,23 @@ def _looks_like_header(line: str, sep: Optional[str]) -> bool:
         return False
     for f in fields:
         try:
-            float(f)
+            # Quotes around a number ("1","2","3") still make a data row, not a header.
+            float(f.strip("\"'").strip())
             return False
         except ValueError:
             pass
     return True
+
+
+def _first_non_utf8(data: bytes) -> Optional[Tuple[int, int, int]]:
+    """``(line number, column, byte)`` of the first byte that is not valid UTF-8, if any."""
+    try:
+        data.decode("utf-8")
+        return None
+    except UnicodeDecodeError as exc:
+        pos = exc.start
+    line_start = data.rfind(b"\n", 0, pos) + 1
+    return data.count(b"\n", 0, pos) + 1, pos - line_start + 1, data[pos]
 
 
 def _sniff_sep(first_line: str) -> Optional[str]:
@@ -340,6 +352,14 @@ def read_table(path: PathLike, *, sep: Optional[str] = "auto", header: Union[boo
         raise ValueError(f"{p}: cannot parse ({exc})") from exc
     except pd.errors.EmptyDataError:
         raise ValueError(f"{p}: no data rows") from None
+    except UnicodeDecodeError as exc:
+        where = _first_non_utf8(raw)
+        if where is None:
+            raise ValueError(f"{p}: not valid UTF-8 ({exc})") from exc
+        line, col, byte = where
+        raise ValueError(f"{p}, line {line}, column {col}: byte 0x{byte:02x} is not valid UTF-8 "
+                         "(Latin-1 or another legacy encoding?); convert the file, e.g. "
+                         "iconv -f latin1 -t utf-8") from exc
     if len(df) == 0:
         raise ValueError(f"{p}: no data rows (only a header line)")
     table.df = df

@@ -173,6 +173,17 @@ class TemporalDataset:
                                  f"destination id (destinations are [{U}, {N}))")
         elif self.num_src_nodes is not None:
             raise ValueError("num_src_nodes is only meaningful for bipartite data")
+        object.__setattr__(self, "_checked", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Feature tables swapped in after construction are checked like the constructor's,
+        # so a table with too few rows fails here, by name, not as an IndexError in a model.
+        if self.__dict__.get("_checked"):
+            if name == "edge_feat":
+                value = _as_features("edge_feat", value, int(self.src.shape[0]), "E")
+            elif name == "node_feat":
+                value = _as_features("node_feat", value, int(self.num_nodes), "num_nodes")
+        object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------------ sizes
     @property

@@ -271,6 +271,7 @@ def read_jodie_csv(path: PathLike, name: Optional[str] = None) -> TemporalDatase
     """
     p = require_file(path)
     table = read_table(p, sep=",", header="auto", use_header_names=False, skip_comments=False)
+    _check_jodie_header(p, table)
     ncols = table.df.shape[1]
     if ncols < 4:
         raise ValueError(f"{p}: JODIE rows need at least 4 columns (user_id, item_id, "
@@ -284,6 +285,26 @@ def read_jodie_csv(path: PathLike, name: Optional[str] = None) -> TemporalDatase
     return _dataset(name or _name_from(p), users, items + int(users.max()) + 1, ts,
                     source=str(p), relabel=False, bipartite=True, edge_feat=edge_feat,
                     labels=labels)
+
+
+_JODIE_COLUMNS = ("user_id", "item_id", "timestamp", "state_label")
+
+
+def _check_jodie_header(p: Path, table: Table) -> None:
+    """Columns are read by position; refuse a header that puts JODIE's names elsewhere."""
+    if not table.header_lines:
+        return
+    first = next((ln for ln in table.data.split(b"\n") if ln.strip()), b"")
+    names = [f.strip().strip("\"'").strip().lower()
+             for f in first.decode("utf-8", "replace").rstrip("\r").split(",")]
+    for pos, name in enumerate(names[:4]):
+        if name in _JODIE_COLUMNS and name != _JODIE_COLUMNS[pos]:
+            raise ValueError(
+                f"{p}, line 1: the header puts {name!r} in column {pos + 1}, where JODIE's "
+                f"layout has {_JODIE_COLUMNS[pos]!r}; columns are read by position "
+                f"({', '.join(_JODIE_COLUMNS)}, features...). Reorder the columns, or read "
+                "the file with read_edge_list(path, columns={'src': 'user_id', 'dst': "
+                "'item_id', 'ts': 'timestamp', 'label': 'state_label'}, bipartite=True)")
 
 
 def read_tgat_processed(dir: PathLike, name: str, bipartite: Optional[bool] = None

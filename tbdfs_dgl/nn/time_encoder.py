@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Tuple
+from fractions import Fraction
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import torch
@@ -10,7 +11,103 @@ from torch import nn
 
 from ._native import native
 
-__all__ = ["TimeEncoder"]
+__all__ = ["TimeEncoder", "reduce_phase"]
+
+# pi/2 = _C1 + _C2 + _C3 (csrc/phase_reduce.h): _C1 and _C2 have 23 significant bits, so
+# q * _C1 and q * _C2 are exact for |q| < 2^30 and the reduction below is exact but for
+# its last rounding.
+_C1 = float.fromhex("0x1.921fb4p+0")
+_C2 = float.fromhex("0x1.4442d0p-24")
+_C3 = float.fromhex("0x1.8469898cc5170p-48")
+# Phases at or beyond this (or not finite) go to the exact large-argument reduction.
+_SMALL = 2.0**29
+_LOW_BITS = (1 << 27) - 1  # cleared to split a double into 26 + 27 significant bits
+
+
+def _high_half(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with its low 27 mantissa bits cleared (a split that no fma can disturb)."""
+    return (x.view(torch.int64) & ~_LOW_BITS).view(torch.float64)
+
+
+def _two_over_pi_bits(bits: int) -> int:
+    """``floor(2/pi * 2**bits)`` from Machin's formula in integers (computed once)."""
+    prec = bits + 64
+
+    def arctan_inv(x: int) -> int:
+        total = term = (1 << prec) // x
+        n, sign = 1, -1
+        while term:
+            term //= x * x
+            n += 2
+            total += sign * (term // n)
+            sign = -sign
+        return total
+
+    pi = 4 * (4 * arctan_inv(5) - arctan_inv(239))  # pi * 2**prec
+    return (2 << (prec + bits)) // pi
+
+
+_TWO_OVER_PI_BITS = 1400  # |w dt| < 2^1024, plus 376 bits of fraction
+_TWO_OVER_PI: Optional[int] = None
+
+
+def _reduce_exact_python(w: float, dt: float) -> Tuple[int, float]:
+    """``w * dt = q * pi/2 + y`` in exact rational arithmetic (no extension needed)."""
+    global _TWO_OVER_PI
+    if _TWO_OVER_PI is None:
+        _TWO_OVER_PI = _two_over_pi_bits(_TWO_OVER_PI_BITS)
+    x = Fraction(w) * Fraction(dt)
+    t = x * Fraction(_TWO_OVER_PI, 1 << _TWO_OVER_PI_BITS)  # x * 2/pi, error < 2^-376
+    q = round(t)
+    return q % 4, float(t - q) * (math.pi / 2)
+
+
+def reduce_phase(w: torch.Tensor, dt: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Exact argument reduction: ``w * dt = quadrant * pi/2 + y`` for float64 tensors.
+
+    The phase is the exact product (``p + err`` by a two-product), so the result is right
+    to ~1e-16 rad however large ``w * dt`` is; a rounded float64 product is off by up to
+    0.5 rad at ``2**52``.
+
+    Parameters
+    ----------
+    w, dt : torch.Tensor
+        float64, broadcastable to each other.
+
+    Returns
+    -------
+    quadrant : torch.Tensor
+        int64 in ``0..3``.
+    y : torch.Tensor
+        float64 in ``[-pi/4, pi/4]`` (NaN where ``w * dt`` is not finite).
+    """
+    w, dt = torch.broadcast_tensors(w, dt)
+    p = w * dt
+    w_hi, dt_hi = _high_half(w.contiguous()), _high_half(dt.contiguous())
+    w_lo, dt_lo = w - w_hi, dt - dt_hi
+    err = ((w_hi * dt_hi - p) + w_hi * dt_lo + w_lo * dt_hi) + w_lo * dt_lo
+    q = torch.round(p * (2.0 / math.pi))
+    y = ((p - q * _C1) - q * _C2) - q * _C3 + err
+    quadrant = torch.remainder(q, 4).to(torch.int64)
+    large = ~(p.abs() < _SMALL)
+    if bool(large.any()):
+        idx = large.nonzero(as_tuple=True)
+        wl = w[idx].detach().cpu().contiguous().numpy()
+        dl = dt[idx].detach().cpu().contiguous().numpy()
+        kernel = native("reduce_phases")
+        if kernel is not None:
+            ql, yl = kernel(wl, dl)
+        else:
+            ql = np.zeros(len(wl), np.int64)
+            yl = np.full(len(wl), np.nan)
+            for i, (a, b) in enumerate(zip(wl.tolist(), dl.tolist())):
+                if math.isfinite(a * b):
+                    ql[i], yl[i] = _reduce_exact_python(a, b)
+        quadrant = quadrant.clone()
+        y = y.clone()
+        quadrant[idx] = torch.from_numpy(np.asarray(ql)).to(quadrant.device)
+        y[idx] = torch.from_numpy(np.asarray(yl)).to(y.device)
+    return quadrant, y
 
 
 def _encode_native(kernel: Callable[..., None], dt: torch.Tensor, weight: torch.Tensor,
@@ -25,13 +122,56 @@ def _encode_native(kernel: Callable[..., None], dt: torch.Tensor, weight: torch.
     return out.view(*dt.shape, d, 2)
 
 
+def _reduced_phase(dt: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``w·Δt`` reduced to about ``[-π, π]`` (float32 ``[*dt.shape, d]``), exact to ~1e-15
+    rad before the cast.  Four passes in the common case; the exact pieces run only on the
+    frequencies whose ``|w|·max|Δt|`` needs them (TGAT's grid: a handful at most)."""
+    phase = dt.unsqueeze(-1) * w
+    err_cols = large_cols = None
+    if dt.numel() and w.numel():
+        # NaN reaches compare False, so NaN inputs take the exact (NaN-keeping) branches.
+        reach = w.abs() * dt.abs().max()
+        err_cols = (~(reach < 2.0**26)).nonzero(as_tuple=True)[0]
+        large_cols = (~(reach < _SMALL)).nonzero(as_tuple=True)[0]
+    # Kept before the in-place reduction below: the exact pieces need the rounded products.
+    p_err = phase[..., err_cols] if err_cols is not None and len(err_cols) else None
+    p_large = phase[..., large_cols] if large_cols is not None and len(large_cols) else None
+    # 2π = 4·(_C1 + _C2 + _C3): q·4·_C1 is exact (23-bit head) and q·4·(_C2 + _C3) errs
+    # by ~2^-50 rad for the q < 2^27 that reach here.
+    turns = torch.round(phase * (0.5 / math.pi))
+    reduced = phase.sub_(turns, alpha=4 * _C1).sub_(turns, alpha=4 * (_C2 + _C3))
+    del turns, phase
+    if p_err is not None:
+        # The rounded product is off by up to ulp(w·Δt)/2: add that error (two-product).
+        wc = w[err_cols]
+        w_hi = _high_half(wc.contiguous())
+        dt_hi = _high_half(dt.contiguous())
+        w_lo, dt_lo = wc - w_hi, (dt - dt_hi).unsqueeze(-1)
+        dt_hi = dt_hi.unsqueeze(-1)
+        err = (dt_hi * w_hi).sub_(p_err)
+        err.add_(dt_lo * w_hi).add_(dt_hi * w_lo).add_(dt_lo * w_lo)
+        reduced[..., err_cols] += err
+        del err
+    if p_large is not None:
+        large = ~(p_large.abs() < _SMALL)
+        if bool(large.any()):
+            idx = large.nonzero(as_tuple=True)
+            dts = dt.unsqueeze(-1).expand_as(p_large)[idx]
+            quadrant, y = reduce_phase(w[large_cols].expand_as(p_large)[idx], dts)
+            # y + quadrant·π/2 with the quadrant taken in {-1, 0, 1, 2}: within [-3π/4, 5π/4]
+            fixed = reduced[..., large_cols]
+            fixed[idx] = y + (torch.remainder(quadrant + 1, 4) - 1).to(y.dtype) * (math.pi / 2)
+            reduced[..., large_cols] = fixed
+    return reduced.to(torch.float32)
+
+
 class _CosSin(torch.autograd.Function):
     """``scale·[cos(w·Δt), sin(w·Δt)]`` (interleaved), phase in float64, result float32.
 
     A custom function because the encoder runs on every path slot (``B·P·L`` gaps): the
-    phase is reduced to ``[-π, π]`` in float64 (exact to ~1e-8 rad even at Δt = 1e8 s)
-    so that the transcendental calls run in fast float32 on small arguments (float64 ones
-    on ~1e8 rad arguments take a slow reduction path), and backward reuses the saved
+    exact phase ``w·Δt`` is reduced modulo ``π/2`` in float64 (:func:`reduce_phase`:
+    right to ~1e-16 rad at any magnitude, e.g. nanosecond gaps of 1e18) so that the
+    transcendental calls run in fast float32 on small arguments, and backward reuses the saved
     output instead of evaluating sin/cos again.  On the CPU the forward pass is one call
     into the C++ extension (``csrc/time_encode.h``), which does the same in a single
     vectorised pass instead of seven passes over float64 temporaries.
@@ -44,17 +184,13 @@ class _CosSin(torch.autograd.Function):
             out = _encode_native(kernel, dt, weight, scale)
             ctx.save_for_backward(dt, out)
             return out.flatten(-2)
-        # Δt reaches 1e8 s while w reaches 1e-9: a float32 phase would have no correct
-        # digit left for the high frequencies, so only the reduced phase is cast down.
-        phase = dt.unsqueeze(-1) * weight.to(torch.float64)
-        turns = torch.round(phase * (0.5 / math.pi))
-        phase.add_(turns, alpha=-2.0 * math.pi)
-        del turns
-        phase32 = phase.to(torch.float32)
+        # Δt reaches 1e8 s while w reaches 1e-9, and Δt·w can be huge (nanosecond gaps):
+        # the phase is reduced modulo 2π in float64 and only the reduced angle is cast down.
+        phase = _reduced_phase(dt, weight.to(torch.float64))
+        out = torch.empty(*phase.shape, 2, dtype=torch.float32, device=dt.device)
+        torch.cos(phase, out=out[..., 0])
+        torch.sin(phase, out=out[..., 1])
         del phase
-        out = torch.empty(*phase32.shape, 2, dtype=torch.float32, device=dt.device)
-        torch.cos(phase32, out=out[..., 0])
-        torch.sin(phase32, out=out[..., 1])
         out.mul_(scale)
         ctx.save_for_backward(dt, out)
         return out.flatten(-2)
@@ -92,8 +228,10 @@ class TimeEncoder(nn.Module):
 
     Notes
     -----
-    ``w·Δt`` is formed in float64 (Δt up to ~1e8 s, w down to 1e-9) and the result is cast
-    to float32.
+    The phase ``w·Δt`` is the exact product, reduced exactly (:func:`reduce_phase`), so
+    the float32 result is right to float32 precision for any finite float64 ``Δt`` (NaN
+    only where ``w·Δt`` overflows float64).  The C++ kernel (CPU) and the torch path (GPU,
+    or without the extension) agree to a few float32 ulps.
     """
 
     def __init__(self, time_dim: int, use_time: bool = True) -> None:
