@@ -25,6 +25,7 @@ from ._malloc import retain_freed_memory
 from .data.dataset import TemporalDataset
 from .graph import TemporalGraph
 from .metrics import link_prediction_metrics
+from .nn.time_encoder import TimeEncoder
 from .sampler import TemporalSampler
 
 __all__ = [
@@ -557,6 +558,14 @@ class LinkPredictionTrainer:
             pos, neg = self.model.score(h_src, h_dst), self.model.score(h_src, h_neg)
         return pos.float(), neg.float()
 
+    def _check_time_range(self) -> None:
+        """Fail clearly if the GPU / compiled time encoding met a phase it cannot reduce
+        exactly (the CPU encoding is exact everywhere and never sets the flag)."""
+        if self.device.type != "cpu" or self.config.compile:
+            for module in self.model.modules():
+                if isinstance(module, TimeEncoder):
+                    module.check_range()
+
     def _autocast(self) -> Any:
         if self.config.amp is None:
             return contextlib.nullcontext()
@@ -585,8 +594,9 @@ class LinkPredictionTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
+            total += float(loss.detach())  # synchronises with the device, so:
+            self._check_time_range()
             model_s += time.perf_counter() - t0
-            total += float(loss.detach())
             bar.update(1)
             bar.set_postfix(loss=f"{total / (i + 1):.4f}")
         bar.close()
@@ -616,6 +626,7 @@ class LinkPredictionTrainer:
             empty = np.zeros(0)
             return {"transductive": link_prediction_metrics(empty, empty),
                     "inductive": link_prediction_metrics(empty, empty)}
+        self._check_time_range()
         pos, neg, r = np.concatenate(pos_all), np.concatenate(neg_all), np.concatenate(row_all)
         new = getattr(self.split, f"{part}_inductive")[r]
         return {"transductive": link_prediction_metrics(pos, neg),

@@ -458,3 +458,38 @@ def test_validation_of_modes():
         PathAggregator(4, 4, paths_agg="sum")
     with pytest.raises(ValueError):
         PathAggregator(5, 4, num_heads=2)
+
+
+# ------------------------------------------------- the fixed-cost (GPU / compiled) encoding
+def test_fixed_cost_time_encoding_matches_the_exact_one(monkeypatch):
+    from tbdfs_dgl.nn import time_encoder as te
+
+    torch.manual_seed(0)
+    enc = TimeEncoder(16)
+    dt = torch.cat([torch.rand(300, dtype=torch.float64) * 1e8,
+                    torch.tensor([0.0, 1.0, 5e8, 2.0**28], dtype=torch.float64)])
+    exact = enc(dt)
+    g = torch.randn(exact.shape)
+    (exact * g).sum().backward()
+    grad_exact = enc.weight.grad.clone()
+    enc.weight.grad = None
+    monkeypatch.setattr(te, "_compiling", lambda: True)  # take the GPU / compiled path on CPU
+    fixed = enc(dt)
+    (fixed * g).sum().backward()
+    scale = (1.0 / 8) ** 0.5
+    assert float((fixed - exact).abs().max()) <= 1e-6 * scale
+    assert float((enc.weight.grad - grad_exact).abs().max()) <= 1e-5 * float(grad_exact.abs().max())
+    enc.check_range()  # all phases below 2**29 rad: no error
+    assert not bool(enc.range_exceeded)
+
+
+def test_fixed_cost_time_encoding_flags_phases_it_cannot_reduce(monkeypatch):
+    from tbdfs_dgl.nn import time_encoder as te
+
+    enc = TimeEncoder(8)
+    monkeypatch.setattr(te, "_compiling", lambda: True)
+    enc(torch.tensor([1.0, 2.0**30], dtype=torch.float64))
+    with pytest.raises(te.TimeEncodingRangeError, match="coarser units"):
+        enc.check_range()
+    # The flag is not part of the state dict: old checkpoints load unchanged.
+    assert "range_exceeded" not in enc.state_dict()

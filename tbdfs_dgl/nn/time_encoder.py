@@ -11,7 +11,7 @@ from torch import nn
 
 from ._native import native
 
-__all__ = ["TimeEncoder", "reduce_phase"]
+__all__ = ["TimeEncoder", "TimeEncodingRangeError", "reduce_phase"]
 
 # pi/2 = _C1 + _C2 + _C3 (csrc/phase_reduce.h): _C1 and _C2 have 23 significant bits, so
 # q * _C1 and q * _C2 are exact for |q| < 2^30 and the reduction below is exact but for
@@ -198,13 +198,67 @@ class _CosSin(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor) -> Tuple[None, torch.Tensor, None]:
         dt, out = ctx.saved_tensors
-        grad = grad_out.unflatten(-1, (-1, 2))
-        # d/dphase of scale·(cos, sin) is scale·(-sin, cos) = (-out_sin, out_cos).
-        grad_phase = grad[..., 1] * out[..., 0] - grad[..., 0] * out[..., 1]
-        # dphase/dw = Δt; float32 keeps a relative precision, all a gradient needs.
-        dt32 = dt.to(torch.float32).reshape(-1)
-        grad_w = dt32 @ grad_phase.reshape(dt32.shape[0], out.shape[-2])
-        return None, grad_w, None
+        return None, _weight_grad(dt, out, grad_out), None
+
+
+def _weight_grad(dt: torch.Tensor, out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
+    """Gradient of the frequencies from the saved output ``[*S, d, 2]``."""
+    grad = grad_out.unflatten(-1, (-1, 2))
+    # d/dphase of scale·(cos, sin) is scale·(-sin, cos) = (-out_sin, out_cos).
+    grad_phase = grad[..., 1] * out[..., 0] - grad[..., 0] * out[..., 1]
+    # dphase/dw = Δt; float32 keeps a relative precision, all a gradient needs.
+    dt32 = dt.to(torch.float32).reshape(-1)
+    return dt32 @ grad_phase.reshape(dt32.shape[0], out.shape[-2])
+
+
+# The fixed-cost reduction below is exact (two-product + 3-constant Cody-Waite) for phases
+# under this bound; beyond it only the data-dependent exact path above is.
+DEVICE_PHASE_LIMIT = 2.0**29
+
+
+class TimeEncodingRangeError(ValueError):
+    """A time gap times a frequency reached the range where the GPU / compiled time
+    encoding is no longer exact (``|w·Δt| >= 2**29`` rad)."""
+
+
+def _compiling() -> bool:
+    check = getattr(torch.compiler, "is_compiling", None)
+    if check is None:  # torch < 2.3
+        check = torch._dynamo.is_compiling
+    return bool(check())
+
+
+class _CosSinFixed(torch.autograd.Function):
+    """``_CosSin`` for CUDA and ``torch.compile``: the same exact reduction for phases under
+    :data:`DEVICE_PHASE_LIMIT`, in a fixed sequence of elementwise ops — no data-dependent
+    branch, no host round trip.  Also returns whether any phase reached the limit (a device
+    flag, read where the caller synchronises anyway)."""
+
+    @staticmethod
+    def forward(ctx, dt: torch.Tensor, weight: torch.Tensor,
+                scale: float) -> Tuple[torch.Tensor, torch.Tensor]:
+        w = weight.detach().to(torch.float64)
+        p = dt.unsqueeze(-1) * w
+        # Two-product: p + err is the exact w·Δt (the halves' products are exact).
+        w_hi = _high_half(w.contiguous())
+        dt_hi = _high_half(dt.contiguous()).unsqueeze(-1)
+        w_lo, dt_lo = w - w_hi, dt.unsqueeze(-1) - dt_hi
+        err = ((dt_hi * w_hi - p) + dt_lo * w_hi + dt_hi * w_lo) + dt_lo * w_lo
+        q = torch.round(p * (2.0 / math.pi))
+        y = ((p - q * _C1) - q * _C2) - q * _C3 + err
+        # y + quadrant·π/2 with the quadrant in {-1, 0, 1, 2}: within [-3π/4, 5π/4].
+        phase = (y + (torch.remainder(q + 1, 4) - 1) * (math.pi / 2)).to(torch.float32)
+        out = torch.stack([torch.cos(phase), torch.sin(phase)], dim=-1) * scale
+        overflow = ~(p.abs() < DEVICE_PHASE_LIMIT).all()  # NaN counts as overflow
+        ctx.save_for_backward(dt, out)
+        ctx.mark_non_differentiable(overflow)
+        return out.flatten(-2), overflow
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor, _grad_flag: Optional[torch.Tensor]
+                 ) -> Tuple[None, torch.Tensor, None]:
+        dt, out = ctx.saved_tensors
+        return None, _weight_grad(dt, out, grad_out), None
 
 
 class TimeEncoder(nn.Module):
@@ -245,6 +299,10 @@ class TimeEncoder(nn.Module):
             self.weight = nn.Parameter(torch.empty(self.num_freqs))
         else:
             self.register_parameter("weight", None)
+        # Set where the fixed-cost (GPU / compiled) encoding met a phase it cannot reduce
+        # exactly; not saved with the model.  See check_range().
+        self.register_buffer("range_exceeded", torch.zeros((), dtype=torch.bool),
+                             persistent=False)
         self.reset_parameters()
 
     @property
@@ -275,7 +333,27 @@ class TimeEncoder(nn.Module):
         if not self.use_time:
             return torch.zeros(*dt.shape, self.time_dim, device=dt.device)
         dt = dt.to(torch.float64)
-        return _CosSin.apply(dt, self.weight, math.sqrt(1.0 / self.num_freqs))
+        scale = math.sqrt(1.0 / self.num_freqs)
+        if dt.device.type == "cpu" and not _compiling():
+            return _CosSin.apply(dt, self.weight, scale)  # exact for any phase
+        out, exceeded = _CosSinFixed.apply(dt, self.weight, scale)
+        self.range_exceeded.logical_or_(exceeded)
+        return out
+
+    def check_range(self) -> None:
+        """Raise :class:`TimeEncodingRangeError` if, since the module was built, the
+        GPU / compiled encoding met a phase ``|w·Δt| >= 2**29`` rad, where its fixed-cost
+        reduction stops being exact.  Reading the flag synchronises with the device: call
+        it where you synchronise anyway (the trainer does, after each step)."""
+        if bool(self.range_exceeded):
+            raise TimeEncodingRangeError(
+                "a time gap times a frequency of the time encoding reached 2**29 rad, beyond "
+                "which the GPU / torch.compile encoding is not exact (largest frequency "
+                f"{float(self.weight.detach().abs().max()):.3g} per time unit). Measure "
+                "time in coarser units (e.g. seconds instead of milliseconds or "
+                "nanoseconds: gaps below ~5e8 units stay exact at TGAT's largest frequency "
+                "of 1), or run the model on the CPU without compiling, whose encoding is "
+                "exact for any gap.")
 
     def extra_repr(self) -> str:
         return f"time_dim={self.time_dim}, use_time={self.use_time}"
