@@ -52,13 +52,13 @@ bench() {  # name, timeout, args...
   return $rc
 }
 # Per-batch figures (eager), the three settings, tBDFS and TGAT.
-bench eager 200 --settings defaults,official4,official172 --variants tbdfs,tgat \
+bench eager 150 --settings defaults,official4,official172 --variants tbdfs,tgat \
   --batches 8 --rounds 3
 # Whole epochs (every training batch, sampling included), the official settings.
 bench epoch 150 --settings official4,official172 --variants tbdfs --batches 100000 \
   --rounds 1 --warmup 2
 # torch.compile and bf16 autocast on the defaults and width 4.
-bench compiled 120 --settings defaults,official4 --variants tbdfs --compile --amp bf16 \
+bench compiled 180 --settings defaults,official4 --variants tbdfs --compile --amp bf16 \
   --batches 8 --rounds 2
 
 step "summary"

@@ -212,16 +212,35 @@ class TBDFSModel(nn.Module):
             if node_feats.dim() != 2 or node_feats.shape[1] != self.node_dim:
                 raise ValueError(f"node_feats must be [N, {self.node_dim}], "
                                  f"got {tuple(node_feats.shape)}")
-            # Features may live on another device (e.g. CPU tables for a GPU model).
-            parts.append(node_feats[nids.to(node_feats.device)].to(device, torch.float32))
         elif node_feats is not None and node_feats.numel():
             raise ValueError("node_feats given but the model has node_dim=0")
+        if self.node_proj is None:
+            return torch.zeros(nids.shape[0], self.hidden_dim, device=device)
+        rows = node_feats.shape[0] if self.node_dim else self.node_embedding.num_embeddings
+        if rows <= nids.shape[0]:
+            # h^(0) depends on the node alone, and a batch holds more instances than the
+            # graph has nodes (e.g. 252k instances of 9k Wikipedia nodes at [20, 20]):
+            # project every node once and gather, instead of once per instance.
+            table = self._node_table(node_feats, device)
+            return self.node_proj(table)[nids]
+        parts = []
+        if self.node_dim:
+            # Features may live on another device (e.g. CPU tables for a GPU model).
+            parts.append(node_feats[nids.to(node_feats.device)].to(device, torch.float32))
         if self.node_embedding is not None:
             parts.append(self.node_embedding(nids))
-        if not parts:
-            return torch.zeros(nids.shape[0], self.hidden_dim, device=device)
         x = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         return self.node_proj(x)
+
+    def _node_table(self, node_feats: Optional[torch.Tensor], device: torch.device
+                    ) -> torch.Tensor:
+        """Every node's input row (features ‖ embedding) on ``device``."""
+        parts = []
+        if self.node_dim:
+            parts.append(node_feats.to(device, torch.float32))
+        if self.node_embedding is not None:
+            parts.append(self.node_embedding.weight)
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def _edge_inputs(self, eids: torch.Tensor, edge_feats: Optional[torch.Tensor]
                      ) -> Optional[torch.Tensor]:

@@ -158,3 +158,18 @@ def test_batch_moves_and_pickles_without_building_blocks():
     model = build()
     nf, ef = inputs(model)
     assert torch.equal(model(again, nf, ef), model(batch, nf, ef))
+
+
+@pytest.mark.parametrize("kw", [{}, {"node_dim": 0, "num_nodes": NUM_NODES,
+                                     "node_embedding_dim": 3},
+                                {"num_nodes": NUM_NODES, "node_embedding_dim": 3}])
+def test_node_inputs_projected_per_node_or_per_instance_agree(kw):
+    model = build(**kw)
+    nf, _ = inputs(model)
+    g = torch.Generator().manual_seed(0)
+    for n in (7, NUM_NODES, 3 * NUM_NODES):  # fewer, as many and more instances than nodes
+        nids = torch.randint(0, NUM_NODES, (n,), generator=g)
+        parts = ([nf[nids]] if model.node_dim else []) + (
+            [model.node_embedding(nids)] if model.node_embedding is not None else [])
+        want = model.node_proj(torch.cat(parts, dim=-1))
+        assert torch.allclose(model._node_inputs(nids, nf), want, atol=1e-6)
