@@ -76,7 +76,6 @@ class LayerTable:
             raise ValueError(f"cannot pad a table of {self.num_dst} rows / {self.num_src} "
                              f"sources to {num_dst} / {num_src}")
         extra_rows, extra_src = num_dst - self.num_dst, num_src - self.num_src
-        k = self.fanout
 
         def grow(t: torch.Tensor, n: int, fill: float) -> torch.Tensor:
             if n == 0:

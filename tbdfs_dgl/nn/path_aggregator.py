@@ -8,9 +8,27 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._common import AGG_MODES, check_heads, masked_softmax
+from ._common import AGG_MODES, check_heads
+from ._slots import SlotAverage, SlotScores, slot_product
 
 __all__ = ["PathAggregator"]
+
+
+def _path_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``masked_softmax(scores, mask.unsqueeze(-1), dim=1)`` for ``[B, P, H]`` scores and a
+    ``[B, P]`` mask (same values and gradients), returned as a ``[B, P, H]`` view of a
+    ``[B, H, P]`` tensor.
+
+    Normalising along the last dim of the transposed copy is 2.5-4x faster (forward +
+    backward, one CPU thread) than along dim 1 with the heads innermost, and the view is
+    what the weighted sum ``weight^T @ path_feat`` reads as is.  Masked paths get the most
+    negative finite score instead of ``-inf``: a root without any path then gets a
+    uniform (finite) row that the final ``where`` zeroes, with no data-dependent branch.
+    """
+    keep = mask.unsqueeze(1)  # [B, 1, P]
+    scores = scores.transpose(1, 2)
+    scores = torch.where(keep, scores, torch.finfo(scores.dtype).min).contiguous()
+    return torch.where(keep, torch.softmax(scores, dim=-1), 0.0).transpose(1, 2)
 
 
 class PathAggregator(nn.Module):
@@ -124,12 +142,14 @@ class PathAggregator(nn.Module):
             q_pull = torch.einsum("bhd,hdw->bhw", q, wk) / math.sqrt(dk)  # [B, H, D]
             if path_proj is not None:
                 q_pull = q_pull @ path_proj.weight  # (W2^T q~) . u = q~ . (r - b2)
-            scores = torch.bmm(path_feat, q_pull.transpose(1, 2))  # [B, P, H]
-            weight = self.attn_drop(masked_softmax(scores, mask.unsqueeze(-1), dim=1))
+            # [B, P, H]; the layer's products, with a backward that avoids the slow CPU
+            # batched-GEMM shapes of autograd's bmm (a contraction over the H heads).
+            scores = slot_product(SlotScores, path_feat, q_pull)
+            weight = self.attn_drop(_path_softmax(scores, mask))
         else:
             weight = mask.to(path_feat.dtype)
             weight = (weight / weight.sum(dim=1, keepdim=True).clamp(min=1.0)).unsqueeze(-1)
-        agg = torch.bmm(weight.transpose(1, 2), path_feat)  # [B, H or 1, in]
+        agg = slot_product(SlotAverage, weight, path_feat)  # [B, H or 1, in]
         if path_proj is not None:
             # sum_p w_p (W2 u_p + b2) = W2 sum_p w_p u_p + b2 sum_p w_p
             agg = F.linear(agg, path_proj.weight)

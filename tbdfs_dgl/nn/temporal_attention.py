@@ -15,6 +15,7 @@ from torch import nn
 from .._dgl import require_dgl
 from ..batch import LayerTable
 from ._common import check_heads, reset_attention, resolve_time_encoder
+from ._slots import SlotAverage, SlotScores, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
 
 __all__ = ["TemporalAttentionConv"]
@@ -57,87 +58,6 @@ def _slot_softmax(scores: torch.Tensor, mask: torch.Tensor, scale: float) -> tor
     keep = mask.unsqueeze(-1)
     scores = torch.where(keep, scores, torch.finfo(dtype).min)
     return torch.where(keep, torch.softmax(scores, dim=1), 0.0)
-
-
-def _thin_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` for ``a: [N, k, c]``, ``b: [N, c, W]`` with a tiny contraction ``c`` (the
-    heads).  CPU batched GEMM handles such shapes poorly (measured about 5x slower than
-    this, more inside autograd's backward), so on the CPU this is ``c`` fused
-    multiply-adds of broadcast outer products instead."""
-    c = a.shape[-1]
-    if a.device.type != "cpu" or c > 4:
-        return torch.bmm(a, b)
-    out = a[..., 0:1] * b[:, 0:1, :]
-    for i in range(1, c):
-        out.addcmul_(a[..., i:i + 1], b[:, i:i + 1, :])
-    return out
-
-
-class _SlotScores(torch.autograd.Function):
-    """``scores = p @ q^T``: ``[N, k, W] x [N, H, W] -> [N, k, H]``, with a backward that
-    avoids the slow CPU batched-GEMM shapes autograd's ``bmm`` backward would use."""
-
-    @staticmethod
-    def forward(ctx, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(p, q)
-        # A plain flag, not ctx.needs_input_grad: torch.compile (2.2) cannot trace that.
-        ctx.grad_p = p.requires_grad
-        return torch.bmm(p, q.transpose(1, 2))
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
-        p, q = ctx.saved_tensors
-        grad_p = _thin_bmm(grad, q) if ctx.grad_p else None
-        # [N, H, k] x [N, k, W]: the orientation with the long rows (3-5x faster than
-        # autograd's [N, W, k] x [N, k, H] on a CPU).
-        grad_q = torch.bmm(grad.transpose(1, 2), p)
-        return grad_p, grad_q
-
-
-class _SlotAverage(torch.autograd.Function):
-    """``avg = a^T @ p``: ``[N, k, H] x [N, k, W] -> [N, H, W]`` (attention-weighted sums
-    of the slots' inputs), with a backward shaped like :class:`_SlotScores`'."""
-
-    @staticmethod
-    def forward(ctx, a: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(a, p)
-        ctx.grad_p = p.requires_grad
-        return torch.bmm(a.transpose(1, 2), p)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
-        a, p = ctx.saved_tensors
-        grad_a = torch.bmm(p, grad.transpose(1, 2))
-        grad_p = _thin_bmm(a, grad) if ctx.grad_p else None
-        return grad_a, grad_p
-
-
-# torch >= 2.4 asks autocast per device type; older torch has one query per device kind.
-# Decided once here: a try/except around the call would not trace under torch.compile.
-_PER_DEVICE_AUTOCAST = hasattr(torch, "get_autocast_dtype")
-
-
-def _autocast_dtype(device_type: str) -> Optional[torch.dtype]:
-    """The dtype autocast computes matrix products in on ``device_type``, or ``None``."""
-    if _PER_DEVICE_AUTOCAST:
-        if torch.is_autocast_enabled(device_type):
-            return torch.get_autocast_dtype(device_type)
-        return None
-    if device_type == "cpu":
-        return torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else None
-    if device_type == "cuda" and torch.is_autocast_enabled():
-        return torch.get_autocast_gpu_dtype()
-    return None
-
-
-def _slot_product(fn: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Apply :class:`_SlotScores` or :class:`_SlotAverage` with both operands in one dtype:
-    autocast's (as its ``bmm`` would use) or their common one.  Autocast is then switched
-    off inside, so that forward and backward agree on that dtype."""
-    device_type = a.device.type
-    dtype = _autocast_dtype(device_type) or torch.promote_types(a.dtype, b.dtype)
-    with torch.autocast(device_type, enabled=False):
-        return fn.apply(a.to(dtype), b.to(dtype))
 
 
 def _per_edge_graph(block, num_dst: int):
@@ -324,7 +244,7 @@ class TemporalAttentionConv(nn.Module):
                              wv: torch.Tensor) -> torch.Tensor:
         """``Σ_j α_ij W_V z_ij`` per head, ``[N_dst, H, d_v]``, from the per-part averages
         ``Σ_j α_ij z_ij`` (``attn``: ``[N_dst, k, H]``) projected once per destination."""
-        avg = [_slot_product(_SlotAverage, attn, p) for p, _ in parts]  # [N_dst, H, width]
+        avg = [slot_product(SlotAverage, attn, p) for p, _ in parts]  # [N_dst, H, width]
         first, last = parts[0][1].start, parts[-1][1].stop
         if sum(p.shape[-1] for p, _ in parts) == last - first:
             # The usual case, columns contiguous: one product over all of them.
@@ -366,6 +286,7 @@ class TemporalAttentionConv(nn.Module):
             # Zero node inputs: every destination has the same query (from Φ(0) alone), so
             # the scores are plain matrix products with the per-slot inputs.
             w1 = self.fc1.weight[:, Dd:]
+            parts = merge_narrow(parts)
             if not parts:  # no input at all: a_i = 0 for every destination
                 agg = w1.new_zeros(num_dst, H * dk)
             else:
@@ -391,12 +312,12 @@ class TemporalAttentionConv(nn.Module):
         # accumulating index_put_, which sorts on CUDA); padding slots read source 0 and
         # get zero weight.
         h_nbr = torch.index_select(h_src, 0, table.nbr.reshape(-1)).view(num_dst, k, -1)
-        parts = [(h_nbr, slice(0, D))] + parts
+        parts = merge_narrow([(h_nbr, slice(0, D))] + parts)
         # The query pulled back to key-input space, q~ = W_K^T q: [N_dst, H, D + E + T].
         q_pull = torch.einsum("nhd,hdw->nhw", q.view(num_dst, H, dk), wk)
         score = None
         for p, cols in parts:
-            term = _slot_product(_SlotScores, p, q_pull[..., cols])
+            term = slot_product(SlotScores, p, q_pull[..., cols])
             score = term if score is None else score + term  # [N_dst, k, H]
         attn = self.attn_drop(_slot_softmax(score, mask, scale))
         agg = self._pulled_back_average(parts, attn, wv)
