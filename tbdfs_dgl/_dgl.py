@@ -27,5 +27,5 @@ def require_dgl(feature: str) -> Any:
             f"{feature} needs DGL, which is not importable here ({type(err).__name__}: "
             f"{err}). The rest of tbdfs-dgl works without it; for DGL interop install a DGL "
             "build matching your torch (pip install 'tbdfs-dgl[dgl]', or DGL's wheel index "
-            "for CUDA builds).") from err
+            "for CUDA builds).", name="dgl") from err
     return dgl
