@@ -21,12 +21,13 @@ NODE_DIM, EDGE_DIM, NUM_NODES, NUM_EDGES = 5, 4, 30, 80
 
 
 def make_batch(num_roots, fanouts, seed=0, p_neighbour=0.7, num_nodes=NUM_NODES,
-               num_edges=NUM_EDGES):
+               num_edges=NUM_EDGES, empty_roots=()):
     """A valid TemporalBatch built by hand, laid out like the sampler's.
 
     Layer h (from the roots out) has all earlier instances as destinations, each with up to
-    ``fanouts[L-1-h]`` new neighbour instances (fewer, even none, at random) appended as
-    sources; blocks are returned in DGL order and paths are the root-to-leaf chains.
+    ``fanouts[L-1-h]`` new neighbour instances (fewer, even none, at random; none for the
+    roots in ``empty_roots``) appended as sources; blocks are returned in DGL order and paths
+    are the root-to-leaf chains.
     """
     rng = np.random.default_rng(seed)
     L = len(fanouts)
@@ -40,7 +41,7 @@ def make_batch(num_roots, fanouts, seed=0, p_neighbour=0.7, num_nodes=NUM_NODES,
         num_dst = len(nid)
         src, dst, eid, dt = [], [], [], []
         for d in range(num_dst):
-            n = int(rng.binomial(k, p_neighbour))
+            n = 0 if (h == 0 and d in empty_roots) else int(rng.binomial(k, p_neighbour))
             kids = []
             for _ in range(n):
                 e = int(rng.integers(0, num_edges))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tbdfs_dgl._tables import table_from_block
-from tbdfs_dgl.batch import PathBatch
+from test_model import make_batch
 from tbdfs_dgl.nn import PathAggregator, PathEncoder
 from tbdfs_dgl.nn.time_encoder import TimeEncoder
 
@@ -31,77 +31,12 @@ def seed_all(seed):
 
 
 def make_tree(num_roots, fanouts, seed=0, p_neighbour=0.7, empty_roots=()):
-    """Hand-made sampled tree, laid out like the sampler's: DGL blocks, the PathBatch and
-    the root times.
-
-    Layer h (from the roots out) has all earlier instances as destinations, each with up to
-    ``fanouts[L-1-h]`` new neighbour instances (fewer, even none, at random; none for the
-    roots in ``empty_roots``) appended as sources.  Unlike ``tests/test_model.py``'s
-    ``make_batch``, every slot holds its whole chain (as ``csrc/paths.cpp`` writes it): the
-    chain ending at an instance without children sits in the slot whose remaining digits
-    are 0.
-    """
-    rng = np.random.default_rng(seed)
-    L = len(fanouts)
-    nid = list(rng.integers(0, NUM_NODES, num_roots))
-    ts = list(rng.uniform(50, 100, num_roots))
-    children = {}  # (hop, instance) -> [child instance]
-    edge_of = {}  # instance -> (edge id, time)
-    blocks = []
-    for h in range(L):
-        k = fanouts[L - 1 - h]
-        num_dst = len(nid)
-        src, dst, eid, dt = [], [], [], []
-        for d in range(num_dst):
-            n = 0 if (h == 0 and d in empty_roots) else int(rng.binomial(k, p_neighbour))
-            kids = []
-            for _ in range(n):
-                e = int(rng.integers(0, NUM_EDGES))
-                t_e = ts[d] - rng.uniform(0.5, 20.0)
-                child = len(nid)
-                nid.append(int(rng.integers(0, NUM_NODES)))
-                ts.append(t_e)
-                src.append(child), dst.append(d), eid.append(e), dt.append(ts[d] - t_e)
-                kids.append(child)
-                edge_of[child] = (e, t_e)
-            children[(h, d)] = kids
-        block = dgl.create_block((torch.tensor(src, dtype=torch.int64),
-                                  torch.tensor(dst, dtype=torch.int64)),
-                                 num_src_nodes=len(nid), num_dst_nodes=num_dst)
-        block.srcdata[dgl.NID] = torch.tensor(nid, dtype=torch.int64)
-        block.srcdata["ts"] = torch.tensor(ts, dtype=torch.float64)
-        block.dstdata[dgl.NID] = torch.tensor(nid[:num_dst], dtype=torch.int64)
-        block.dstdata["ts"] = torch.tensor(ts[:num_dst], dtype=torch.float64)
-        block.edata[dgl.EID] = torch.tensor(eid, dtype=torch.int64)
-        block.edata["dt"] = torch.tensor(dt, dtype=torch.float64)
-        blocks.append(block)
-    blocks.reverse()
-
-    P = int(np.prod(fanouts))
-    strides = [int(np.prod(fanouts[: L - 1 - h])) for h in range(L)]  # slot stride per hop
-    nodes = torch.full((num_roots, P, L), -1, dtype=torch.int64)
-    eids, src_index = nodes.clone(), nodes.clone()
-    pts = torch.full((num_roots, P, L), -1.0, dtype=torch.float64)
-
-    def write(b, slot, chain):
-        for h, inst in enumerate(chain):
-            nodes[b, slot, h], src_index[b, slot, h] = nid[inst], inst
-            eids[b, slot, h], pts[b, slot, h] = edge_of[inst]
-
-    def walk(b, inst, h, slot, chain):
-        kids = children.get((h, inst), []) if h < L else []
-        if not kids:
-            if chain:  # a root without history has no path at all
-                write(b, slot, chain)
-            return
-        for pos, child in enumerate(kids):
-            walk(b, child, h + 1, slot + pos * strides[h], chain + [child])
-
-    for b in range(num_roots):
-        walk(b, b, 0, 0, [])
-    paths = PathBatch(nodes=nodes, eids=eids, ts=pts, mask=src_index >= 0,
-                      src_index=src_index)
-    return blocks, paths, torch.tensor(ts[:num_roots], dtype=torch.float64)
+    """Hand-made sampled tree (``tests/test_model.py``'s ``make_batch``): DGL blocks, the
+    PathBatch (every slot holds its whole chain, as ``csrc/paths.cpp`` writes it) and the
+    root times."""
+    batch = make_batch(num_roots, fanouts, seed, p_neighbour, NUM_NODES, NUM_EDGES,
+                       empty_roots=empty_roots)
+    return batch.blocks, batch.paths, batch.root_times
 
 
 def tables_of(blocks, fanouts):
