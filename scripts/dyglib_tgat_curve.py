@@ -86,6 +86,12 @@ def main(argv=None):
 
     sys.path.insert(0, str(Path(a.dyglib).resolve()))
     os.chdir(workdir)  # DyGLib reads ./processed_data/<name>/
+    # DyGLib calls random.sample(set, k), which Python >= 3.11 refuses; Python <= 3.10 took
+    # tuple(set) (deprecated since 3.9), which is what this shim does -- same draw.
+    import random
+    _sample = random.sample
+    random.sample = lambda pop, k, **kw: _sample(
+        tuple(pop) if isinstance(pop, (set, frozenset)) else pop, k, **kw)
     from models.TGAT import TGAT
     from models.modules import MergeLayer
     from sklearn.metrics import average_precision_score

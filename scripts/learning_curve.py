@@ -241,6 +241,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--ablations", default=None,
                    help="comma list of name=value runs (e.g. baseline,neg=active)")
     p.add_argument("--json", default=None, help="also write the results here")
+    p.add_argument("--heuristics", action="store_true",
+                   help="only print what single-feature scores (history, degree, recency) "
+                        "reach on the same train/val/test links, and exit")
     return p.parse_args(argv)
 
 
@@ -398,6 +401,42 @@ def run_curve(a: argparse.Namespace, data, split, alpha: Any, log=print) -> Dict
     return out
 
 
+def heuristics(data, split, a: argparse.Namespace) -> None:
+    """AP of single-feature scores of the destination (no learning): has it any history,
+    log(1 + #past interactions), recency -(t - its last interaction); and the share of
+    positive / negative destinations with history.  On the training links (graph: training
+    interactions, training-destination negatives) and on val/test (graph: everything)."""
+    def past(rows_graph, q_nodes, q_t):
+        nodes = np.r_[data.src[rows_graph], data.dst[rows_graph]]
+        tt = np.r_[data.ts[rows_graph], data.ts[rows_graph]].astype(np.float64)
+        o = np.lexsort((tt, nodes))
+        nodes, tt = nodes[o], tt[o]
+        lo, hi = np.searchsorted(nodes, q_nodes), np.searchsorted(nodes, q_nodes, "right")
+        cnt = np.array([np.searchsorted(tt[l:h], t) for l, h, t in zip(lo, hi, q_t)])
+        last = np.where(cnt > 0, tt[np.maximum(lo + cnt - 1, 0)], q_t - 1e12)
+        return cnt, last
+
+    n = (a.eval_batches or 10 ** 9) * a.batch_size
+    tr = np.flatnonzero(split.train)
+    rng = np.random.default_rng(a.seed)
+    parts = [("train", tr[:n], tr, NegativeSampler(data, split.train)),
+             ("val", np.flatnonzero(split.val)[:n], np.arange(data.num_edges), NegativeSampler(data)),
+             ("test", np.flatnonzero(split.test)[:n], np.arange(data.num_edges), NegativeSampler(data))]
+    print("| links | pos dst with history | neg with history | AP has-history | "
+          "AP log-degree | AP recency |")
+    print("|---|---|---|---|---|---|")
+    for name, rows, graph_rows, negs in parts:
+        t = data.ts[rows].astype(np.float64)
+        neg = negs(len(rows), rng)
+        y = np.r_[np.ones(len(t)), np.zeros(len(t))]
+        cp, lp = past(graph_rows, data.dst[rows], t)
+        cn, ln = past(graph_rows, neg, t)
+        print(f"| {name} (first {len(rows)}) | {np.mean(cp > 0):.2f} | {np.mean(cn > 0):.2f} | "
+              f"{average_precision_score(y, np.r_[cp > 0, cn > 0]):.3f} | "
+              f"{average_precision_score(y, np.r_[np.log1p(cp), np.log1p(cn)]):.3f} | "
+              f"{average_precision_score(y, np.r_[lp - t, ln - t]):.3f} |")
+
+
 def describe(a: argparse.Namespace) -> str:
     d = {k: getattr(a, k) for k in ABLATION_KEYS}
     ref = vars(parse_args([]))
@@ -415,6 +454,9 @@ def main(argv=None) -> List[Dict[str, Any]]:
                        node_feat=np.zeros((data.num_nodes, a.feat_dim), np.float32))
     split = chronological_split(data, seed=a.seed)
     print(f"[{data.name}] {data.num_edges} events, {data.num_nodes} nodes | {split.summary()}")
+    if a.heuristics:
+        heuristics(data, split, a)
+        return []
     variants = [None] if a.ablations is None else a.ablations.split(",")
     results = []
     for var in variants:
