@@ -127,8 +127,7 @@ def conv_forward_padded(self, block, feat, edge_feat=None, dt=None):
         return out
     idx = torch.nonzero(empty).squeeze(1)
     t = block.dstdata["ts"][idx].to(torch.float64)
-    D, E, T, H, dk = (self._in_src_feats, self._edge_feats, self._time_feats, self._num_heads,
-                      self._head_feats)
+    D, E, T = self._in_src_feats, self._edge_feats, self._time_feats
     phi = self.time_encoder(t)
     agg = F.linear(phi, self.fc_v.weight[:, D + E:D + E + T])
     h_dst = None
