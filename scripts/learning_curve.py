@@ -25,6 +25,8 @@ alone on top of the other flags, and prints one table.  The DyGLib side runs wit
 
 AP columns: ``AP`` pools all scored links (as our trainer); ``bAP`` is the mean of per-batch
 APs (as DyGLib reports).
+
+Findings, measured numbers and the exact commands: ``docs/learning_efficiency.md``.
 """
 from __future__ import annotations
 
