@@ -59,6 +59,8 @@ from tbdfs_dgl.graph import TemporalGraph  # noqa: E402
 from tbdfs_dgl.linkpred import NegativeSampler, chronological_split  # noqa: E402
 from tbdfs_dgl.nn import TemporalAttentionConv, TimeEncoder  # noqa: E402
 from tbdfs_dgl.sampler import TemporalSampler  # noqa: E402
+from tbdfs_dgl._tables import block_from_table  # noqa: E402
+from tbdfs_dgl.batch import LayerTable  # noqa: E402
 
 ORIG_TIME_ENCODER = TimeEncoder
 ORIG_CONV_FORWARD = TemporalAttentionConv.forward
@@ -124,11 +126,14 @@ def conv_forward_padded(self, block, feat, edge_feat=None, dt=None):
     node-0 embedding, is taken as 0)."""
     out = ORIG_CONV_FORWARD(self, block, feat, edge_feat, dt)
     num_dst = out.shape[0]
-    empty = block.in_degrees() == 0
+    if isinstance(block, LayerTable):  # the model's dense tables
+        empty, dst_ts = ~block.mask.any(dim=1), block.src_ts[:num_dst]
+    else:
+        empty, dst_ts = block.in_degrees() == 0, block.dstdata["ts"]
     if not bool(empty.any()) or not self._time_feats:
         return out
     idx = torch.nonzero(empty).squeeze(1)
-    t = block.dstdata["ts"][idx].to(torch.float64)
+    t = dst_ts[idx].to(torch.float64)
     D, E, T = self._in_src_feats, self._edge_feats, self._time_feats
     phi = self.time_encoder(t)
     agg = F.linear(phi, self.fc_v.weight[:, D + E:D + E + T])
@@ -169,6 +174,13 @@ class DyGLibLayer(nn.Module):
         self.fc2 = nn.Linear(D, D)
 
     def forward(self, block, feat, edge_feat=None, dt=None):
+        if isinstance(block, LayerTable):  # edge_feat then comes per table slot
+            mask = block.mask
+            block = block_from_table(block)
+            if edge_feat is not None:
+                edge_feat = edge_feat[mask]
+            if dt is not None:
+                dt = dt[mask]
         num_dst = block.num_dst_nodes()
         n_src = block.num_src_nodes()
         dev = block.device
@@ -311,11 +323,12 @@ class Run:
     def embed(self, model, sampler, item, remap: bool):
         src, dst, neg, t = item
         batch = sampler.sample(np.concatenate([src, dst, neg]), np.concatenate([t, t, t]))
-        if remap:
-            for blk in batch.blocks:
-                blk.edata[dgl.EID] = self.train_rows_t[blk.edata[dgl.EID]]
+        if remap:  # the training graph numbers its interactions 0..; map to dataset rows
+            rows = self.train_rows_t
+            for table in batch.layers:
+                table.eid = torch.where(table.eid >= 0, rows[table.eid.clamp(min=0)], table.eid)
             e = batch.paths.eids
-            batch.paths.eids = torch.where(e >= 0, self.train_rows_t[e.clamp(min=0)], e)
+            batch.paths.eids = torch.where(e >= 0, rows[e.clamp(min=0)], e)
         h = model(batch, self.node_feats, self.edge_feats)
         n = len(src)
         return model.score(h[:n], h[n:2 * n]), model.score(h[:n], h[2 * n:])

@@ -405,3 +405,28 @@ def test_dense_path_runs_without_dgl(tmp_path):
         # The same ops in the same order on one thread: the same numbers (float32 values
         # round-trip exactly through JSON's float64).
         assert torch.equal(a.to(b.dtype), b.detach())
+
+
+def test_table_shaped_inputs_on_a_dgl_block_are_refused():
+    # DGL's kernels do not check shapes: [N_dst, k] gaps on a block used to crash the process.
+    import dgl as _dgl
+
+    from tbdfs_dgl._tables import block_from_table
+    from tbdfs_dgl.batch import LayerTable
+
+    mask = torch.tensor([[True, True], [True, False]])
+    table = LayerTable(src_nodes=torch.arange(5), src_ts=torch.zeros(5, dtype=torch.float64),
+                       nbr=torch.tensor([[2, 3], [4, 0]]), mask=mask,
+                       dt=torch.ones(2, 2, dtype=torch.float64),
+                       eid=torch.tensor([[0, 1], [2, -1]]))
+    block = block_from_table(table)
+    assert isinstance(block, _dgl.DGLGraph) and block.num_edges() == 3
+    conv = TemporalAttentionConv(4, 4, num_heads=2, edge_feats=3, time_feats=4)
+    with pytest.raises(ValueError, match="dt must be"):
+        conv(block, torch.randn(5, 4), None, table.dt)
+    with pytest.raises(ValueError, match="dt must be"):
+        conv(block, None, None, table.dt)
+    with pytest.raises(ValueError, match="edge_feat must be"):
+        conv(block, torch.randn(5, 4), torch.randn(2, 2, 3), table.dt[mask])
+    out = conv(block, torch.randn(5, 4), torch.randn(3, 3), table.dt[mask])
+    assert out.shape == (2, 4)

@@ -60,6 +60,18 @@ def _slot_softmax(scores: torch.Tensor, mask: torch.Tensor, scale: float) -> tor
     return torch.where(keep, torch.softmax(scores, dim=1), 0.0)
 
 
+def _check_edge_inputs(graph: Any, edge_feat: Optional[torch.Tensor], dt: torch.Tensor) -> None:
+    """Per-edge inputs of a DGL graph must be ``[E]`` / ``[E, width]``: DGL's kernels do not
+    check, and a table-shaped ``[N_dst, k]`` tensor would read out of bounds."""
+    num_edges = graph.num_edges()
+    if dt.dim() != 1 or dt.shape[0] != num_edges:
+        raise ValueError(f"on a DGL graph dt must be [num_edges] = [{num_edges}], got "
+                         f"{list(dt.shape)}")
+    if edge_feat is not None and (edge_feat.dim() != 2 or edge_feat.shape[0] != num_edges):
+        raise ValueError(f"on a DGL graph edge_feat must be [num_edges, width] with "
+                         f"num_edges = {num_edges}, got {list(edge_feat.shape)}")
+
+
 def _per_edge_graph(block, num_dst: int):
     """A block with one source per edge of ``block`` (edge ``e``: ``e -> dst(e)``, edge id
     ``e``), so that per-edge inputs go through DGL's broadcasting SDDMM/SpMM as source
@@ -338,6 +350,7 @@ class TemporalAttentionConv(nn.Module):
             h_src, h_dst = expand_as_pair(feat, block)
             if dt is None:
                 dt = block.edata["dt"]
+            _check_edge_inputs(block, edge_feat, dt)
             num_dst = h_dst.shape[0]
             H, dk, D = self._num_heads, self._head_feats, self._in_src_feats
             T = self._time_feats
@@ -417,6 +430,7 @@ class TemporalAttentionConv(nn.Module):
         with block.local_scope():
             if dt is None:
                 dt = block.edata["dt"]
+            _check_edge_inputs(block, edge_feat, dt)
             num_dst = block.num_dst_nodes() if block.is_block else block.num_nodes()
             H, dk, T = self._num_heads, self._head_feats, self._time_feats
             w1 = self.fc1.weight[:, self._in_dst_feats:]
