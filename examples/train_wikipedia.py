@@ -67,6 +67,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     m.add_argument("--paths-agg", default="attn", choices=["attn", "mean"])
     m.add_argument("--path-inputs", default="raw", choices=["raw", "bfs"])
     m.add_argument("--no-time", action="store_true", help="the paper's '-time' ablation")
+    m.add_argument("--unscaled-time", action="store_true",
+                   help="time encoding without the sqrt(1/d) factor (learns faster early; "
+                        "docs/learning_efficiency.md)")
     m.add_argument("--feat-dim", type=int, default=None,
                    help="replace the node/edge features by this many zero columns (the "
                         "official code's setting for featureless graphs, for timing)")
@@ -82,6 +85,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="torch.compile the model (batches padded to fixed shapes)")
     t.add_argument("--amp", choices=["bf16"], default=None,
                    help="autocast the model's matrix products to bfloat16")
+    t.add_argument("--train-negatives", choices=["all", "active"], default="all",
+                   help="training negatives among all training destinations (TGAT) or only "
+                        "those active before the batch (docs/learning_efficiency.md)")
     t.add_argument("--max-batches", type=int, default=None,
                    help="cap batches per epoch and per evaluation (smoke runs)")
     t.add_argument("--save-dir", default="runs/train_wikipedia")
@@ -118,7 +124,8 @@ def model_kwargs(args: argparse.Namespace, data: TemporalDataset, alpha: Any) ->
                 dropout=args.dropout, alpha=alpha, path_agg=args.path_agg,
                 paths_agg=args.paths_agg, path_inputs=args.path_inputs,
                 use_time=not args.no_time, num_nodes=data.num_nodes,
-                node_embedding_dim=args.node_embedding_dim)
+                node_embedding_dim=args.node_embedding_dim,
+                normalize_time=not args.unscaled_time)
 
 
 def with_zero_features(data: TemporalDataset, width: int) -> TemporalDataset:
@@ -144,6 +151,7 @@ def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: 
                       patience=args.patience, fanouts=[int(x) for x in args.fanouts.split(",")],
                       strategy=args.strategy, num_threads=args.num_threads, seed=args.seed,
                       device=args.device, compile=args.compile, amp=args.amp,
+                      train_negatives=args.train_negatives,
                       max_batches=args.max_batches,
                       save_dir=str(save_dir / slug(label)), progress=not args.no_progress)
     print(f"[{data.name}] {label}: alpha={alpha}, {n_params} parameters, fanouts {cfg.fanouts}, "

@@ -135,15 +135,35 @@ class NegativeSampler:
         default all.
     """
 
-    def __init__(self, data: TemporalDataset, rows: Optional[np.ndarray] = None) -> None:
+    def __init__(self, data: TemporalDataset, rows: Optional[np.ndarray] = None,
+                 active_only: bool = False) -> None:
         dst = np.asarray(data.dst)
-        self.candidates = np.unique(dst if rows is None else dst[np.asarray(rows)])
+        rows_a = np.arange(data.num_edges) if rows is None else np.asarray(rows)
+        if rows_a.dtype == bool:
+            rows_a = np.flatnonzero(rows_a)
+        self.candidates = np.unique(dst[rows_a])
         if len(self.candidates) == 0:
             raise ValueError(f"{data.name}: no destinations to draw negatives from")
+        self.first_seen: Optional[np.ndarray] = None
+        if active_only:
+            # Candidates in order of their first interaction among ``rows``, so that "seen
+            # before t" is a prefix.
+            first = np.full(data.num_nodes, np.inf)
+            ts = np.asarray(data.ts, dtype=np.float64)[rows_a]
+            np.minimum.at(first, np.asarray(data.src)[rows_a], ts)
+            np.minimum.at(first, dst[rows_a], ts)
+            f = first[self.candidates]
+            order = np.argsort(f, kind="stable")
+            self.candidates, self.first_seen = self.candidates[order], f[order]
 
-    def __call__(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """Draw ``n`` negative destinations."""
-        return self.candidates[rng.integers(0, len(self.candidates), n)].astype(np.int64)
+    def __call__(self, n: int, rng: np.random.Generator,
+                 t: Optional[float] = None) -> np.ndarray:
+        """Draw ``n`` negative destinations; with ``active_only``, among the candidates that
+        interacted strictly before ``t`` (all of them while none has)."""
+        k = len(self.candidates)
+        if self.first_seen is not None and t is not None:
+            k = int(np.searchsorted(self.first_seen, t, side="left")) or k
+        return self.candidates[rng.integers(0, k, n)].astype(np.int64)
 
 
 # ---------------------------------------------------------------------------- config
@@ -174,12 +194,20 @@ class TrainConfig:
     # (per train/eval mode) instead of once per batch.
     compile: bool = False
     amp: Optional[str] = None  # 'bf16': autocast the model's matrix products to bfloat16
+    # Training negatives among all training destinations ('all': TGAT's protocol) or only
+    # those that interacted before the batch ('active'): early batches then cannot be
+    # solved by "has any history" alone (docs/learning_efficiency.md).  Evaluation
+    # negatives are unaffected.
+    train_negatives: str = "all"
     progress: bool = True
     retain_memory: bool = True  # tune glibc malloc for reuse (see _malloc.retain_freed_memory)
 
     def __post_init__(self) -> None:
         if self.amp not in (None, "bf16"):
             raise ValueError(f"TrainConfig.amp must be None or 'bf16', got {self.amp!r}")
+        if self.train_negatives not in ("all", "active"):
+            raise ValueError(f"TrainConfig.train_negatives must be 'all' or 'active', got "
+                             f"{self.train_negatives!r}")
         def is_int(v: Any) -> bool:
             return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
@@ -460,7 +488,8 @@ class LinkPredictionTrainer:
         self.split = split or chronological_split(data, seed=config.seed)
         self.model_kwargs = model_kwargs or {}
         self.log = log
-        self.train_negatives = NegativeSampler(data, self.split.train)
+        self.train_negatives = NegativeSampler(
+            data, self.split.train, active_only=config.train_negatives == "active")
         self.eval_negatives = NegativeSampler(data)
         # Always strict, even for the "-time" ablation (whose model asks for 'inclusive'):
         # an inclusive sampler would show every query its own interaction, a label leak.
@@ -496,7 +525,8 @@ class LinkPredictionTrainer:
         out = []
         for lo in range(0, len(rows), bs):
             r = rows[lo:lo + bs]
-            out.append((self.data.src[r], self.data.dst[r], negatives(len(r), rng),
+            out.append((self.data.src[r], self.data.dst[r],
+                        negatives(len(r), rng, float(self.data.ts[r[0]])),
                         self.data.ts[r].astype(np.float64), r))
             if self.config.max_batches and len(out) >= self.config.max_batches:
                 break

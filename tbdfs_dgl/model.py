@@ -76,6 +76,11 @@ class TBDFSModel(nn.Module):
     node_embedding_dim : int, optional
         If ``> 0``, a learnable ``nn.Embedding(num_nodes, node_embedding_dim)`` is
         concatenated to the node features (transductive).  Default: 0.
+    normalize_time : bool, optional
+        Scale the time encoding by :math:`\sqrt{1/d}` (``True``, release 0.1's model) or
+        not (``False``, entries in ``[-1, 1]``: learns faster early, see
+        :class:`~tbdfs_dgl.nn.TimeEncoder`).  Recorded in checkpoints with the other
+        arguments; checkpoints without it are release-0.1 models (``True``).
     """
 
     def __init__(
@@ -94,6 +99,7 @@ class TBDFSModel(nn.Module):
         use_time: bool = True,
         num_nodes: Optional[int] = None,
         node_embedding_dim: int = 0,
+        normalize_time: bool = True,
     ) -> None:
         super().__init__()
         _check_dim("node_dim", node_dim, 0)
@@ -140,8 +146,9 @@ class TBDFSModel(nn.Module):
         self.use_time = bool(use_time)
         self.num_nodes = num_nodes
         self.node_embedding_dim = int(node_embedding_dim)
+        self.normalize_time = bool(normalize_time)
 
-        self.time_encoder = TimeEncoder(time_dim, use_time=use_time)
+        self.time_encoder = TimeEncoder(time_dim, use_time=use_time, normalize=normalize_time)
         self.node_embedding = (nn.Embedding(num_nodes, node_embedding_dim)
                                if node_embedding_dim > 0 else None)
         node_in = node_dim + node_embedding_dim
@@ -379,4 +386,4 @@ class TBDFSModel(nn.Module):
     def extra_repr(self) -> str:
         return (f"alpha={self.alpha!r}, path_agg={self.path_agg!r}, "
                 f"paths_agg={self.paths_agg!r}, path_inputs={self.path_inputs!r}, "
-                f"use_time={self.use_time}")
+                f"use_time={self.use_time}, normalize_time={self.normalize_time}")

@@ -191,3 +191,38 @@ def test_eval_events_fixed_random_subset_of_the_part(small):
 def test_config_rejects_bad_caps(field, value):
     with pytest.raises(ValueError, match=field):
         TrainConfig(**{field: value})
+
+
+def test_active_negatives_are_drawn_among_nodes_seen_before_the_batch():
+    from tbdfs_dgl.data.dataset import TemporalDataset
+
+    src = np.array([0, 1, 2, 3, 4, 5])
+    dst = np.array([10, 11, 12, 13, 14, 15])
+    ts = np.arange(6, dtype=np.float64) * 10.0
+    data = TemporalDataset(src=src, dst=dst, ts=ts, num_nodes=16, name="toy")
+    sampler = NegativeSampler(data, active_only=True)
+    rng = np.random.default_rng(0)
+    assert set(sampler(200, rng, 25.0)) == {10, 11, 12}  # first seen at 0, 10, 20
+    assert set(sampler(50, rng, 0.0)) <= set(range(10, 16))  # none yet: all of them
+    # Without active_only, t changes nothing: the same draws as before.
+    plain = NegativeSampler(data)
+    a = plain(20, np.random.default_rng(1))
+    b = plain(20, np.random.default_rng(1), 25.0)
+    assert np.array_equal(a, b)
+    with pytest.raises(ValueError, match="train_negatives"):
+        TrainConfig(train_negatives="recent")
+
+
+def test_unscaled_time_encoding_is_recorded_and_old_kwargs_mean_scaled(tmp_path):
+    from tbdfs_dgl import TBDFSModel
+
+    kwargs = dict(node_dim=0, edge_dim=0, time_dim=8, hidden_dim=8)
+    model = TBDFSModel(**kwargs, normalize_time=False)
+    dt = torch.tensor([0.0, 3.0], dtype=torch.float64)
+    assert torch.allclose(model.time_encoder(dt), TBDFSModel(**kwargs).time_encoder(dt) * 2.0)
+    path = str(tmp_path / "m.pt")
+    save_checkpoint(path, model, dict(kwargs, normalize_time=False))
+    again, _ = load_checkpoint(path)
+    assert again.normalize_time is False
+    save_checkpoint(path, TBDFSModel(**kwargs), kwargs)  # as release 0.1 saved them
+    assert load_checkpoint(path)[0].normalize_time is True
