@@ -87,8 +87,10 @@ class LayerTable:
         # the next layer, which no table references.
         return LayerTable(src_nodes=grow(self.src_nodes, extra_src, 0),
                           src_ts=grow(self.src_ts, extra_src, 0.0),
-                          nbr=grow(self.nbr, extra_rows, 0), mask=grow(self.mask, extra_rows, False),
-                          dt=grow(self.dt, extra_rows, 0.0), eid=grow(self.eid, extra_rows, -1))
+                          nbr=grow(self.nbr, extra_rows, 0),
+                          mask=grow(self.mask, extra_rows, False),
+                          dt=grow(self.dt, extra_rows, 0.0),
+                          eid=grow(self.eid, extra_rows, -1))
 
     def to(self, device: Device, non_blocking: bool = False) -> "LayerTable":
         """Return a copy with every tensor on ``device``."""
@@ -279,12 +281,6 @@ class TemporalBatch:
         """Return a copy in pinned host memory (what ``DataLoader(pin_memory=True)`` calls)."""
         return self._map(lambda t: t.pin_memory(), lambda t: t.pin_memory(),
                          lambda b: b.pin_memory_())
-
-    def __getstate__(self) -> dict:
-        return dict(self.__dict__)
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
 
     def __repr__(self) -> str:
         return (f"TemporalBatch(num_roots={self.num_roots}, num_layers={self.num_layers}, "
