@@ -14,6 +14,18 @@
 
 namespace tbdfs::phase {
 
+// x with the low 27 mantissa bits cleared: 26 significant bits, and x - high_half(x) is
+// exact with at most 27.  Bit masking (unlike Veltkamp's x * (2^27 + 1) trick) cannot be
+// broken by the compiler contracting a * b - c into an fma, which keeps the polynomials'
+// fmas.  Products of the halves are exact but for lo * lo (an error near 2^-106 |w dt|).
+inline double high_half(double x) {
+  uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  b &= ~((uint64_t{1} << 27) - 1);
+  std::memcpy(&x, &b, sizeof b);
+  return x;
+}
+
 // pi/2 = kC1 + kC2 + kC3 (+ 2^-99 relative): kC1 and kC2 have 23 significant bits, so
 // q * kC1 and q * kC2 are exact for |q| < 2^30.
 constexpr double kC1 = 0x1.921fb4p+0;

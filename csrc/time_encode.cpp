@@ -19,17 +19,6 @@ using namespace phase;
 // that need the exact product do not slow down the rest of the row.
 constexpr int64_t kBlock = 64;
 
-// x with the low 27 mantissa bits cleared: 26 significant bits, and x - high_half(x) is
-// exact with at most 27.  Bit masking (unlike Veltkamp's x * (2^27 + 1) trick) cannot be
-// broken by the compiler contracting a * b - c into an fma, which keeps the polynomials'
-// fmas.  Products of the halves are exact but for lo * lo (an error near 2^-106 |w dt|).
-inline double high_half(double x) {
-  uint64_t b;
-  std::memcpy(&b, &x, sizeof b);
-  b &= ~((uint64_t{1} << 27) - 1);
-  std::memcpy(&x, &b, sizeof b);
-  return x;
-}
 
 // (cos, sin) * scale of y + quadrant * pi/2 for |y| <= pi/4 + a little: Cephes' sinf/cosf
 // minimax polynomials in float, accurate on that interval.

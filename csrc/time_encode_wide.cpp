@@ -26,13 +26,6 @@ inline double round_int(double v) {
   return (v + s) - s;
 }
 
-inline double high_half(double x) {
-  uint64_t b;
-  std::memcpy(&b, &x, sizeof b);
-  b &= ~((uint64_t{1} << 27) - 1);
-  std::memcpy(&x, &b, sizeof b);
-  return x;
-}
 
 }  // namespace
 
