@@ -74,3 +74,27 @@ def test_flagship_example_runs_without_dgl(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["runs"][0]["test"]["transductive"]["ap"] >= 0.0
+
+
+def test_eval_negatives_and_ranking_without_dgl_and_a_clear_dataloading_error(tmp_path):
+    proc = run_without_dgl("""
+        import sys
+        import numpy as np
+        from tbdfs_dgl.data import make_wikipedia_like
+        from tbdfs_dgl.eval_negatives import EvalNegativeSampler
+        from tbdfs_dgl.metrics import ranking_metrics
+        data = make_wikipedia_like(num_users=40, num_pages=10, num_events=600, seed=0)
+        neg = EvalNegativeSampler(data, "historical", num_candidates=3).sample(np.arange(500, 550))
+        assert neg.dst.shape == (50, 3)
+        assert ranking_metrics(np.ones(50), np.zeros((50, 3)))["mrr"] == 1.0
+        try:
+            import tbdfs_dgl.dataloading
+        except ImportError as err:
+            assert "tbdfs_dgl.dataloading" in str(err) and "needs DGL" in str(err), err
+        else:
+            raise AssertionError("tbdfs_dgl.dataloading imported without DGL")
+        assert "dgl" not in sys.modules or sys.modules["dgl"] is None
+        print("OK")
+    """, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "OK" in proc.stdout
