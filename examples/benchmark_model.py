@@ -115,7 +115,7 @@ def _trainer(data: TemporalDataset, setting: Dict[str, Any], variant: str, impl:
              args: argparse.Namespace, batches: int) -> LinkPredictionTrainer:
     torch.manual_seed(args.seed)
     model: torch.nn.Module = TBDFSModel(
-        data.node_feat_dim, data.edge_feat_dim, setting["time_width"], setting["width"],
+        data.node_dim, data.edge_dim, setting["time_width"], setting["width"],
         num_layers=len(setting["fanouts"]), alpha=VARIANTS[variant])
     if impl == "dgl":
         from tbdfs_dgl._reference import ReferenceModel

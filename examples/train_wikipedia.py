@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tbdfs_dgl import TBDFSModel, seed_everything  # noqa: E402
+from tbdfs_dgl._deprecation import add_deprecated_flag  # noqa: E402
 from tbdfs_dgl.data import (TemporalDataset, default_data_dir, fetch_dataset,  # noqa: E402
                             load_dataset, make_wikipedia_like)
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig  # noqa: E402
@@ -63,8 +64,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     m.add_argument("--dropout", type=float, default=0.1)
     m.add_argument("--node-embedding-dim", type=int, default=0,
                    help="learnable node embeddings (transductive) for featureless graphs")
-    m.add_argument("--path-agg", default="attn", choices=["attn", "mean"])
-    m.add_argument("--paths-agg", default="attn", choices=["attn", "mean"])
+    for flag, old, what in (("--within-path-agg", "--path-agg", "over each path's nodes"),
+                            ("--across-paths-agg", "--paths-agg", "over each root's paths")):
+        dest = flag[2:].replace("-", "_")
+        m.add_argument(flag, dest=dest, default="attn", choices=["attn", "mean"],
+                       help=f"aggregation {what} (mean: the paper's ablation)")
+        add_deprecated_flag(m, old, flag, dest, choices=["attn", "mean"])
     m.add_argument("--path-inputs", default="raw", choices=["raw", "bfs"])
     m.add_argument("--no-time", action="store_true", help="the paper's '-time' ablation")
     m.add_argument("--unscaled-time", action="store_true",
@@ -119,10 +124,10 @@ def get_data(args: argparse.Namespace) -> TemporalDataset:
 
 def model_kwargs(args: argparse.Namespace, data: TemporalDataset, alpha: Any) -> Dict[str, Any]:
     fanouts = [int(x) for x in args.fanouts.split(",")]
-    return dict(node_dim=data.node_feat_dim, edge_dim=data.edge_feat_dim, time_dim=args.time_dim,
+    return dict(node_dim=data.node_dim, edge_dim=data.edge_dim, time_dim=args.time_dim,
                 hidden_dim=args.hidden_dim, num_layers=len(fanouts), num_heads=args.num_heads,
-                dropout=args.dropout, alpha=alpha, path_agg=args.path_agg,
-                paths_agg=args.paths_agg, path_inputs=args.path_inputs,
+                dropout=args.dropout, alpha=alpha, within_path_agg=args.within_path_agg,
+                across_paths_agg=args.across_paths_agg, path_inputs=args.path_inputs,
                 use_time=not args.no_time, num_nodes=data.num_nodes,
                 node_embedding_dim=args.node_embedding_dim,
                 normalize_time=not args.unscaled_time)

@@ -40,7 +40,7 @@ def main() -> None:
     out = {}
     for impl in args.impls.split(","):
         seed_everything(args.seed)
-        model = TBDFSModel(data.node_feat_dim, data.edge_feat_dim, 100, 100, alpha=args.alpha)
+        model = TBDFSModel(data.node_dim, data.edge_dim, 100, 100, alpha=args.alpha)
         if impl == "dgl":
             from tbdfs_dgl._reference import ReferenceModel
 

@@ -112,7 +112,7 @@ def _merge(conv: TemporalAttentionConv, h_dst: Optional[torch.Tensor], agg: torc
     """The layer's output FFN(h_i || a_i) (h_i = 0 when None)."""
     w1 = conv.fc1.weight
     if h_dst is None:
-        pre = F.linear(agg, w1[:, conv._in_dst_feats:], conv.fc1.bias)
+        pre = F.linear(agg, w1[:, conv._in_dst_dim:], conv.fc1.bias)
     else:
         pre = conv.fc1(torch.cat([h_dst, agg], dim=-1))
     return conv.fc2(conv.feat_drop(F.relu(pre)))
@@ -130,11 +130,11 @@ def conv_forward_padded(self, block, feat, edge_feat=None, dt=None):
         empty, dst_ts = ~block.mask.any(dim=1), block.src_ts[:num_dst]
     else:
         empty, dst_ts = block.in_degrees() == 0, block.dstdata["ts"]
-    if not bool(empty.any()) or not self._time_feats:
+    if not bool(empty.any()) or not self._time_dim:
         return out
     idx = torch.nonzero(empty).squeeze(1)
     t = dst_ts[idx].to(torch.float64)
-    D, E, T = self._in_src_feats, self._edge_feats, self._time_feats
+    D, E, T = self._in_src_dim, self._edge_dim, self._time_dim
     phi = self.time_encoder(t)
     agg = F.linear(phi, self.fc_v.weight[:, D + E:D + E + T])
     h_dst = None
@@ -159,7 +159,7 @@ class DyGLibLayer(nn.Module):
     def __init__(self, conv: TemporalAttentionConv, dropout: float) -> None:
         super().__init__()
         self.time_encoder = conv.time_encoder
-        D, E, T, H = conv._in_src_feats, conv._edge_feats, conv._time_feats, conv._num_heads
+        D, E, T, H = conv._in_src_dim, conv._edge_dim, conv._time_dim, conv._num_heads
         self.D, self.E, self.T, self.H = D, E, T, H
         qd = D + T
         assert qd % H == 0
@@ -286,7 +286,7 @@ class Run:
         self.active_cand, self.active_first = cand[order], first[cand][order]
         ef = None if data.edge_feat is None else torch.from_numpy(data.edge_feat).float()
         nf = None if data.node_feat is None else torch.from_numpy(data.node_feat).float()
-        self.edge_feats, self.node_feats = ef, nf
+        self.edge_feat, self.node_feat = ef, nf
 
     # -- data
     def negatives(self, kind: str, n: int, t0: float, rng: np.random.Generator) -> np.ndarray:
@@ -329,7 +329,7 @@ class Run:
                 table.eid = torch.where(table.eid >= 0, rows[table.eid.clamp(min=0)], table.eid)
             e = batch.paths.eids
             batch.paths.eids = torch.where(e >= 0, rows[e.clamp(min=0)], e)
-        h = model(batch, self.node_feats, self.edge_feats)
+        h = model(batch, self.node_feat, self.edge_feat)
         n = len(src)
         return model.score(h[:n], h[n:2 * n]), model.score(h[:n], h[2 * n:])
 
@@ -359,7 +359,7 @@ def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
     TemporalAttentionConv.forward = (conv_forward_padded if a.empty == "pad"
                                      else ORIG_CONV_FORWARD)
     try:
-        model = TBDFSModel(node_dim=data.node_feat_dim, edge_dim=data.edge_feat_dim,
+        model = TBDFSModel(node_dim=data.node_dim, edge_dim=data.edge_dim,
                            time_dim=a.time_dim, hidden_dim=a.hidden_dim,
                            num_layers=len(a.fanouts.split(",")), num_heads=2, dropout=a.dropout,
                            alpha=alpha)

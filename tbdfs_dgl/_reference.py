@@ -8,23 +8,23 @@ import dgl
 import torch
 
 
-def reference_bfs(model, batch, node_feats=None, edge_feats=None) -> List[torch.Tensor]:
+def reference_bfs(model, batch, node_feat=None, edge_feat=None) -> List[torch.Tensor]:
     """``TBDFSModel.bfs`` through DGL blocks."""
     blocks = batch.blocks
-    h = model._node_inputs(blocks[0].srcdata[dgl.NID], node_feats)
+    h = model._node_inputs(blocks[0].srcdata[dgl.NID], node_feat)
     hs = [h]
     for i, (layer, block) in enumerate(zip(model.layers, blocks)):
-        x = model._edge_inputs(block.edata[dgl.EID], edge_feats)
+        x = model._edge_inputs(block.edata[dgl.EID], edge_feat)
         inputs = None if i == 0 and model.node_proj is None else h
         h = layer(block, inputs, x, block.edata["dt"])
         hs.append(h)
     return hs
 
 
-def reference_forward(model, batch, node_feats: Optional[torch.Tensor] = None,
-                      edge_feats: Optional[torch.Tensor] = None) -> torch.Tensor:
+def reference_forward(model, batch, node_feat: Optional[torch.Tensor] = None,
+                      edge_feat: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``TBDFSModel.forward`` as the DGL/per-slot reference computes it."""
-    hs = reference_bfs(model, batch, node_feats, edge_feats)
+    hs = reference_bfs(model, batch, node_feat, edge_feat)
     h_bfs = hs[-1]
     if not model.uses_dfs:
         return h_bfs
@@ -38,7 +38,7 @@ def reference_forward(model, batch, node_feats: Optional[torch.Tensor] = None,
     edge = None
     if model.edge_dim:
         eids = paths.eids.masked_fill(~paths.mask, 0)
-        edge = edge_feats[eids].float()
+        edge = edge_feat[eids].float()
     hidden = model.path_encoder(paths, feat, query, batch.root_times, edge, project=False)
     path_mask = paths.mask.any(dim=-1)
     h_dfs = model.path_aggregator(hidden, h_bfs, path_mask, path_proj=model.path_encoder.fc2)
@@ -61,8 +61,8 @@ class ReferenceModel(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, batch, node_feats=None, edge_feats=None) -> torch.Tensor:
-        return reference_forward(self.model, batch, node_feats, edge_feats)
+    def forward(self, batch, node_feat=None, edge_feat=None) -> torch.Tensor:
+        return reference_forward(self.model, batch, node_feat, edge_feat)
 
     def score(self, src_emb: torch.Tensor, dst_emb: torch.Tensor) -> torch.Tensor:
         return self.model.score(src_emb, dst_emb)

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from . import _C
+from ._deprecation import FEAT_RENAMES, deprecated_alias, renamed_kwargs
 from ._validate import feature_tensor, index_array, time_array
 
 __all__ = ["TemporalGraph", "relabel_nodes"]
@@ -64,17 +65,17 @@ class TemporalGraph:
         exact); float32 is refused.
     num_nodes : int, optional
         Number of nodes; defaults to the largest id + 1.
-    edge_feats : tensor or array ``[E, d_e]``, optional
-        Edge features, row ``i`` for edge ``i``.
-    node_feats : tensor or array ``[N, d_n]``, optional
-        Node features.
+    edge_feat : tensor or array ``[E, d_e]``, optional
+        Edge features, row ``i`` for edge ``i``.  Formerly ``edge_feats`` (deprecated).
+    node_feat : tensor or array ``[N, d_n]``, optional
+        Node features.  Formerly ``node_feats`` (deprecated).
     directed : bool
         ``False`` (default): both endpoints see each interaction.  ``True``: a node sees only
         the sources of its in-edges, the direction DGL passes messages in.
     relabel : bool
         Map the raw ids to ``0..N-1`` (increasing raw id) first, for sparse ids such as
         ``2**31 - 2``; :attr:`node_ids` then holds each node's raw id and
-        :meth:`compact_ids` maps raw ids for the sampler.  ``node_feats`` rows follow the
+        :meth:`compact_ids` maps raw ids for the sampler.  ``node_feat`` rows follow the
         compact ids; ``num_nodes`` must be left out.  Default ``False``.
 
     Raises
@@ -84,14 +85,19 @@ class TemporalGraph:
         half the physical memory (``$TBDFS_MAX_GRAPH_BYTES`` overrides), before allocating.
     """
 
+    #: Deprecated attribute names (release 0.1), forwarding with a warning.
+    edge_feats = deprecated_alias("edge_feat")
+    node_feats = deprecated_alias("node_feat")
+
+    @renamed_kwargs(FEAT_RENAMES)
     def __init__(
         self,
         src: Any,
         dst: Any,
         ts: Any,
         num_nodes: Optional[int] = None,
-        edge_feats: Any = None,
-        node_feats: Any = None,
+        edge_feat: Any = None,
+        node_feat: Any = None,
         directed: bool = False,
         relabel: bool = False,
     ) -> None:
@@ -145,9 +151,9 @@ class TemporalGraph:
                 "sparse raw ids pass relabel=True (raw ids kept in .node_ids) or map them "
                 "with tbdfs_dgl.graph.relabel_nodes(src, dst).")
         csr = _C.TCSR.build(src_a, dst_a, ts_a, int(num_nodes), bool(directed))
-        self._init(csr, edge_feats, node_feats, node_ids)
+        self._init(csr, edge_feat, node_feat, node_ids)
 
-    def _init(self, csr: "_C.TCSR", edge_feats: Any, node_feats: Any,
+    def _init(self, csr: "_C.TCSR", edge_feat: Any, node_feat: Any,
               node_ids: Optional[np.ndarray] = None) -> None:
         self._csr = csr
         if node_ids is not None:
@@ -157,12 +163,13 @@ class TemporalGraph:
                                  f"{node_ids.shape}")
             node_ids.flags.writeable = False
         self.node_ids: Optional[np.ndarray] = node_ids
-        self.edge_feats = edge_feats
-        self.node_feats = node_feats
+        self.edge_feat = edge_feat
+        self.node_feat = node_feat
         self._input_edges: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None
 
     # ------------------------------------------------------------------ constructors
     @classmethod
+    @renamed_kwargs(FEAT_RENAMES)
     def from_pandas(
         cls,
         df: Any,
@@ -171,7 +178,7 @@ class TemporalGraph:
         time: str = "ts",
         edge_feat_cols: Optional[Sequence[str]] = None,
         num_nodes: Optional[int] = None,
-        node_feats: Any = None,
+        node_feat: Any = None,
         directed: bool = False,
     ) -> "TemporalGraph":
         """Build from a DataFrame with one row per interaction.
@@ -184,7 +191,7 @@ class TemporalGraph:
             Column names of the endpoints and the time.
         edge_feat_cols : sequence of str, optional
             Numeric columns to use as edge features.
-        num_nodes, node_feats, directed
+        num_nodes, node_feat, directed
             As in the constructor.
         """
         for col in [src, dst, time, *(edge_feat_cols or [])]:
@@ -192,7 +199,7 @@ class TemporalGraph:
                 raise KeyError(f"column {col!r} not in the DataFrame (columns: {list(df.columns)})")
         feats = df[list(edge_feat_cols)].to_numpy(dtype=np.float32) if edge_feat_cols else None
         return cls(df[src].to_numpy(), df[dst].to_numpy(), df[time].to_numpy(), num_nodes,
-                   feats, node_feats, directed)
+                   feats, node_feat, directed)
 
     @classmethod
     def from_dgl(
@@ -246,24 +253,24 @@ class TemporalGraph:
 
     # ------------------------------------------------------------------ properties
     @property
-    def edge_feats(self) -> Optional[torch.Tensor]:
+    def edge_feat(self) -> Optional[torch.Tensor]:
         """float32 ``[num_edges, d_e]`` edge features (or ``None``); checked when set."""
-        return self._edge_feats
+        return self._edge_feat
 
-    @edge_feats.setter
-    def edge_feats(self, value: Any) -> None:
+    @edge_feat.setter
+    def edge_feat(self, value: Any) -> None:
         # Checked on every assignment: a table with too few rows would otherwise surface as
         # an IndexError deep inside a model.
-        self._edge_feats = feature_tensor(value, "edge_feats", self._csr.num_edges)
+        self._edge_feat = feature_tensor(value, "edge_feat", self._csr.num_edges)
 
     @property
-    def node_feats(self) -> Optional[torch.Tensor]:
+    def node_feat(self) -> Optional[torch.Tensor]:
         """float32 ``[num_nodes, d_n]`` node features (or ``None``); checked when set."""
-        return self._node_feats
+        return self._node_feat
 
-    @node_feats.setter
-    def node_feats(self, value: Any) -> None:
-        self._node_feats = feature_tensor(value, "node_feats", self._csr.num_nodes)
+    @node_feat.setter
+    def node_feat(self, value: Any) -> None:
+        self._node_feat = feature_tensor(value, "node_feat", self._csr.num_nodes)
 
     @property
     def num_nodes(self) -> int:
@@ -289,7 +296,7 @@ class TemporalGraph:
     def nbytes(self) -> int:
         """Bytes held: the CSR's arrays plus feature tensors."""
         n = self._csr.nbytes
-        for t in (self.edge_feats, self.node_feats):
+        for t in (self.edge_feat, self.node_feat):
             if t is not None:
                 n += t.element_size() * t.nelement()
         return n
@@ -323,10 +330,10 @@ class TemporalGraph:
         g = dgl.graph((torch.from_numpy(src.copy()), torch.from_numpy(dst.copy())),
                       num_nodes=self.num_nodes)
         g.edata["ts"] = torch.from_numpy(ts.copy())
-        if self.edge_feats is not None:
-            g.edata["feat"] = self.edge_feats
-        if self.node_feats is not None:
-            g.ndata["feat"] = self.node_feats
+        if self.edge_feat is not None:
+            g.edata["feat"] = self.edge_feat
+        if self.node_feat is not None:
+            g.ndata["feat"] = self.node_feat
         return g
 
     # ------------------------------------------------------------------ pickling
@@ -338,8 +345,8 @@ class TemporalGraph:
             "num_edges": self.num_edges,
             "directed": self.directed,
             "arrays": arrays,
-            "edge_feats": self.edge_feats,
-            "node_feats": self.node_feats,
+            "edge_feat": self.edge_feat,
+            "node_feat": self.node_feat,
             "node_ids": self.node_ids,
         }
 
@@ -347,11 +354,13 @@ class TemporalGraph:
         # from_arrays checks every CSR invariant (a crafted pickle gives a ValueError).
         csr = _C.TCSR.from_arrays(state["num_nodes"], state["num_edges"], state["directed"],
                                   **state["arrays"])
-        self._init(csr, state["edge_feats"], state["node_feats"], state.get("node_ids"))
+        # Pickles of release 0.1 name the features *_feats.
+        feats = [state[k] if k in state else state[k + "s"] for k in ("edge_feat", "node_feat")]
+        self._init(csr, *feats, state.get("node_ids"))
 
     def __repr__(self) -> str:
         kind = "directed" if self.directed else "undirected"
-        ef = 0 if self.edge_feats is None else self.edge_feats.shape[1]
-        nf = 0 if self.node_feats is None else self.node_feats.shape[1]
+        ef = 0 if self.edge_feat is None else self.edge_feat.shape[1]
+        nf = 0 if self.node_feat is None else self.node_feat.shape[1]
         return (f"TemporalGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, {kind}, "
                 f"edge_feat_dim={ef}, node_feat_dim={nf})")

@@ -413,9 +413,11 @@ def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Modu
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
     payload = _read_checkpoint(path, map_location)
-    from .model import TBDFSModel  # after the checks: reading needs no DGL
+    from ._deprecation import upgrade_kwargs
+    from .model import RENAMED_KWARGS, TBDFSModel  # after the checks: reading needs no DGL
 
-    model = TBDFSModel(**payload["model_kwargs"])
+    # Checkpoints saved before release 0.2 use the old argument names: upgraded silently.
+    model = TBDFSModel(**upgrade_kwargs(payload["model_kwargs"], RENAMED_KWARGS))
     model.load_state_dict(payload["state_dict"])
     return model, payload.get("extra", {})
 
@@ -461,8 +463,8 @@ class LinkPredictionTrainer:
     Parameters
     ----------
     model : torch.nn.Module
-        A :class:`~tbdfs_dgl.TBDFSModel` (anything with ``forward(batch, node_feats,
-        edge_feats)`` and ``score(src, dst)``).
+        A :class:`~tbdfs_dgl.TBDFSModel` (anything with ``forward(batch, node_feat,
+        edge_feat)`` and ``score(src, dst)``).
     data : TemporalDataset
         The interactions.
     config : TrainConfig

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 import torch
 from torch import nn
 
-from .nn import PathAggregator, PathEncoder, TemporalAttentionConv, TimeEncoder
+from ._deprecation import FEAT_RENAMES, deprecated_alias, renamed_kwargs
+from .nn import LinkScorer, PathAggregator, PathEncoder, TemporalAttentionConv, TimeEncoder
 
 if TYPE_CHECKING:
     from .batch import TemporalBatch
@@ -17,10 +18,25 @@ __all__ = ["TBDFSModel"]
 PATH_INPUTS = ("raw", "bfs")
 AGG_MODES = ("attn", "mean")
 
+#: Constructor arguments renamed in release 0.2 (old name -> new name); the old names still
+#: work, with a DeprecationWarning, and checkpoints saved with them load silently.
+RENAMED_KWARGS = {"path_agg": "within_path_agg", "paths_agg": "across_paths_agg"}
+
 
 def _check_dim(name: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_feat(kind: str, feat: Optional[torch.Tensor], dim: int, rows: str) -> None:
+    """``{kind}_feat`` must be ``[rows, dim]`` when ``dim > 0``, absent (or empty) otherwise."""
+    if dim:
+        if feat is None:
+            raise ValueError(f"the model has {kind}_dim={dim}: pass {kind}_feat")
+        if feat.dim() != 2 or feat.shape[1] != dim:
+            raise ValueError(f"{kind}_feat must be [{rows}, {dim}], got {tuple(feat.shape)}")
+    elif feat is not None and feat.numel():
+        raise ValueError(f"{kind}_feat given but the model has {kind}_dim=0")
 
 
 class TBDFSModel(nn.Module):
@@ -57,10 +73,11 @@ class TBDFSModel(nn.Module):
         BFS weight.  ``1`` is exactly TGAT (the DFS modules are not even built); ``0`` is
         DFS only (the BFS stack still gives the query); ``'learn'`` blends with a per-root
         gate :math:`\sigma(w^\top [h^{BFS} \| h^{DFS}] + b)`.  Default: 0.5.
-    path_agg : {'attn', 'mean'}, optional
-        Aggregation along a path (``'mean'``: the paper's path-average ablation).
-    paths_agg : {'attn', 'mean'}, optional
-        Aggregation over a root's paths.
+    within_path_agg : {'attn', 'mean'}, optional
+        Aggregation within each path, over its nodes (``'mean'``: the paper's path-average
+        ablation).  Formerly ``path_agg`` (deprecated alias).
+    across_paths_agg : {'attn', 'mean'}, optional
+        Aggregation across a root's paths.  Formerly ``paths_agg`` (deprecated alias).
     path_inputs : {'raw', 'bfs'}, optional
         Node inputs of the path branch.  ``'raw'`` (the paper): the input embedding
         :math:`h^{(0)}` for every path node and for the root (query).  ``'bfs'`` (the
@@ -83,6 +100,11 @@ class TBDFSModel(nn.Module):
         arguments; checkpoints without it are release-0.1 models (``True``).
     """
 
+    #: Deprecated attribute names (release 0.1), forwarding with a warning.
+    path_agg = deprecated_alias("within_path_agg")
+    paths_agg = deprecated_alias("across_paths_agg")
+
+    @renamed_kwargs(RENAMED_KWARGS)
     def __init__(
         self,
         node_dim: int,
@@ -93,8 +115,8 @@ class TBDFSModel(nn.Module):
         num_heads: int = 2,
         dropout: float = 0.1,
         alpha: Union[float, str] = 0.5,
-        path_agg: str = "attn",
-        paths_agg: str = "attn",
+        within_path_agg: str = "attn",
+        across_paths_agg: str = "attn",
         path_inputs: str = "raw",
         use_time: bool = True,
         num_nodes: Optional[int] = None,
@@ -121,10 +143,10 @@ class TBDFSModel(nn.Module):
         elif (isinstance(alpha, bool) or not isinstance(alpha, numbers.Real)
               or not 0.0 <= float(alpha) <= 1.0):
             raise ValueError(f"alpha must be a number in [0, 1] or 'learn', got {alpha!r}")
-        if path_agg not in AGG_MODES:
-            raise ValueError(f"path_agg must be one of {AGG_MODES}, got {path_agg!r}")
-        if paths_agg not in AGG_MODES:
-            raise ValueError(f"paths_agg must be one of {AGG_MODES}, got {paths_agg!r}")
+        for name, value in (("within_path_agg", within_path_agg),
+                            ("across_paths_agg", across_paths_agg)):
+            if value not in AGG_MODES:
+                raise ValueError(f"{name} must be one of {AGG_MODES}, got {value!r}")
         if path_inputs not in PATH_INPUTS:
             raise ValueError(f"path_inputs must be one of {PATH_INPUTS}, got {path_inputs!r}")
         _check_dim("node_embedding_dim", node_embedding_dim, 0)
@@ -140,8 +162,8 @@ class TBDFSModel(nn.Module):
         self.num_layers = int(num_layers)
         self.num_heads = int(num_heads)
         self.alpha = alpha if isinstance(alpha, str) else float(alpha)
-        self.path_agg = path_agg
-        self.paths_agg = paths_agg
+        self.within_path_agg = within_path_agg
+        self.across_paths_agg = across_paths_agg
         self.path_inputs = path_inputs
         self.use_time = bool(use_time)
         self.num_nodes = num_nodes
@@ -155,26 +177,38 @@ class TBDFSModel(nn.Module):
         # Featureless graphs use h^(0) = 0 (as TGAT) instead of a projection of nothing.
         self.node_proj = nn.Linear(node_in, hidden_dim) if node_in > 0 else None
         self.layers = nn.ModuleList(
-            TemporalAttentionConv(hidden_dim, hidden_dim, num_heads, edge_feats=edge_dim,
+            TemporalAttentionConv(hidden_dim, hidden_dim, num_heads, edge_dim=edge_dim,
                                   feat_drop=dropout, attn_drop=dropout,
                                   time_encoder=self.time_encoder)
             for _ in range(num_layers))
         if self.uses_dfs:
             self.path_encoder = PathEncoder(hidden_dim, hidden_dim, num_heads,
-                                            edge_feats=edge_dim, path_agg=path_agg,
+                                            edge_dim=edge_dim, within_path_agg=within_path_agg,
                                             feat_drop=dropout, attn_drop=dropout,
                                             time_encoder=self.time_encoder)
             self.path_aggregator = PathAggregator(hidden_dim, hidden_dim, num_heads,
-                                                  paths_agg=paths_agg, attn_drop=dropout)
+                                                  across_paths_agg=across_paths_agg,
+                                                  attn_drop=dropout)
         else:
             # alpha == 1 is TGAT: no DFS parameters, no DFS work.
             self.register_module("path_encoder", None)
             self.register_module("path_aggregator", None)
         self.gate = nn.Linear(2 * hidden_dim, 1) if alpha == "learn" else None
-        # Link scorer FFN(h_i ‖ h_j), TGAT's affinity MergeLayer.
+        # Link scorer FFN(h_i ‖ h_j), TGAT's affinity MergeLayer.  Its layers are registered
+        # under the model's names of release 0.1 (score_fc1, score_fc2), so state dicts keep
+        # their keys; the scorer around them is held outside the module tree, else they
+        # would be registered (and saved) twice.
         self.score_fc1 = nn.Linear(2 * hidden_dim, hidden_dim)
         self.score_fc2 = nn.Linear(hidden_dim, 1)
+        object.__setattr__(self, "_link_scorer",
+                           LinkScorer.from_layers(self.score_fc1, self.score_fc2))
         self.reset_parameters()
+
+    @property
+    def link_scorer(self) -> LinkScorer:
+        """The link scorer of :meth:`score` (its layers are :attr:`score_fc1`,
+        :attr:`score_fc2`)."""
+        return self._link_scorer
 
     @property
     def uses_dfs(self) -> bool:
@@ -198,79 +232,65 @@ class TBDFSModel(nn.Module):
         self.time_encoder.reset_parameters()
         if self.node_embedding is not None:
             nn.init.normal_(self.node_embedding.weight, std=0.1)
-        lins = [self.node_proj, self.gate, self.score_fc1, self.score_fc2]
-        for lin in lins:
+        for lin in (self.node_proj, self.gate):
             if lin is not None:
                 nn.init.xavier_normal_(lin.weight)
                 nn.init.zeros_(lin.bias)
+        self._link_scorer.reset_parameters()
         for mod in [*self.layers, self.path_encoder, self.path_aggregator]:
             if mod is not None:
                 mod.reset_parameters()
 
     # ------------------------------------------------------------------ inputs
-    def _node_inputs(self, nids: torch.Tensor, node_feats: Optional[torch.Tensor]
+    def _node_inputs(self, nids: torch.Tensor, node_feat: Optional[torch.Tensor]
                      ) -> torch.Tensor:
         """``h^(0)``: projected node features (+ embedding) of the instances ``nids``."""
         device = nids.device
-        parts = []
-        if self.node_dim:
-            if node_feats is None:
-                raise ValueError(f"the model has node_dim={self.node_dim}: pass node_feats")
-            if node_feats.dim() != 2 or node_feats.shape[1] != self.node_dim:
-                raise ValueError(f"node_feats must be [N, {self.node_dim}], "
-                                 f"got {tuple(node_feats.shape)}")
-        elif node_feats is not None and node_feats.numel():
-            raise ValueError("node_feats given but the model has node_dim=0")
+        _check_feat("node", node_feat, self.node_dim, "N")
         if self.node_proj is None:
             return torch.zeros(nids.shape[0], self.hidden_dim, device=device)
-        rows = node_feats.shape[0] if self.node_dim else self.node_embedding.num_embeddings
+        rows = node_feat.shape[0] if self.node_dim else self.node_embedding.num_embeddings
         if rows <= nids.shape[0]:
             # h^(0) depends on the node alone, and a batch holds more instances than the
             # graph has nodes (e.g. 252k instances of 9k Wikipedia nodes at [20, 20]):
             # project every node once and gather, instead of once per instance.
-            table = self._node_table(node_feats, device)
+            table = self._node_table(node_feat, device)
             return self.node_proj(table)[nids]
         parts = []
         if self.node_dim:
             # Features may live on another device (e.g. CPU tables for a GPU model).
-            parts.append(node_feats[nids.to(node_feats.device)].to(device, torch.float32))
+            parts.append(node_feat[nids.to(node_feat.device)].to(device, torch.float32))
         if self.node_embedding is not None:
             parts.append(self.node_embedding(nids))
         x = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         return self.node_proj(x)
 
-    def _node_table(self, node_feats: Optional[torch.Tensor], device: torch.device
+    def _node_table(self, node_feat: Optional[torch.Tensor], device: torch.device
                     ) -> torch.Tensor:
         """Every node's input row (features ‖ embedding) on ``device``."""
         parts = []
         if self.node_dim:
-            parts.append(node_feats.to(device, torch.float32))
+            parts.append(node_feat.to(device, torch.float32))
         if self.node_embedding is not None:
             parts.append(self.node_embedding.weight)
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
-    def _edge_inputs(self, eids: torch.Tensor, edge_feats: Optional[torch.Tensor]
+    def _edge_inputs(self, eids: torch.Tensor, edge_feat: Optional[torch.Tensor]
                      ) -> Optional[torch.Tensor]:
         """Raw features of the interactions ``eids`` (``None`` when featureless); padding
         (``eid = -1``) reads row 0, which the attention masks out."""
         if not self.edge_dim:
             return None
-        rows = eids.clamp(min=0).to(edge_feats.device)
-        return edge_feats[rows].to(eids.device, torch.float32)
+        rows = eids.clamp(min=0).to(edge_feat.device)
+        return edge_feat[rows].to(eids.device, torch.float32)
 
-    def _check_edge_feats(self, edge_feats: Optional[torch.Tensor]) -> None:
-        if self.edge_dim:
-            if edge_feats is None:
-                raise ValueError(f"the model has edge_dim={self.edge_dim}: pass edge_feats")
-            if edge_feats.dim() != 2 or edge_feats.shape[1] != self.edge_dim:
-                raise ValueError(f"edge_feats must be [E, {self.edge_dim}], "
-                                 f"got {tuple(edge_feats.shape)}")
-        elif edge_feats is not None and edge_feats.numel():
-            raise ValueError("edge_feats given but the model has edge_dim=0")
+    def _check_edge_feat(self, edge_feat: Optional[torch.Tensor]) -> None:
+        _check_feat("edge", edge_feat, self.edge_dim, "E")
 
     # ----------------------------------------------------------------- forward
-    def bfs(self, batch: "TemporalBatch", node_feats: Optional[torch.Tensor] = None,
-            edge_feats: Optional[torch.Tensor] = None) -> List[torch.Tensor]:
+    @renamed_kwargs(FEAT_RENAMES)
+    def bfs(self, batch: "TemporalBatch", node_feat: Optional[torch.Tensor] = None,
+            edge_feat: Optional[torch.Tensor] = None) -> List[torch.Tensor]:
         """Run the BFS (TGAT) stack.
 
         Returns
@@ -280,7 +300,7 @@ class TBDFSModel(nn.Module):
             of ``layers[l]`` (``blocks[l]``) and ``hs[L]`` (``[B, hidden_dim]``) is
             :math:`h^{BFS}` of the roots.
         """
-        return self._bfs(batch, node_feats, self._layer_edge_inputs(batch, edge_feats))
+        return self._bfs(batch, node_feat, self._layer_edge_inputs(batch, edge_feat))
 
     def _check_batch(self, batch: "TemporalBatch") -> None:
         if batch.num_layers != self.num_layers:
@@ -289,18 +309,18 @@ class TBDFSModel(nn.Module):
         if batch.num_roots == 0:
             raise ValueError("the batch has no roots: sample at least one (node, time) pair")
 
-    def _layer_edge_inputs(self, batch: "TemporalBatch", edge_feats: Optional[torch.Tensor]
+    def _layer_edge_inputs(self, batch: "TemporalBatch", edge_feat: Optional[torch.Tensor]
                            ) -> List[Optional[torch.Tensor]]:
         """Edge features per layer slot (``[N_dst, k, edge_dim]``, or ``None``s): read once,
         shared by the BFS layers and the path branch."""
         self._check_batch(batch)
-        self._check_edge_feats(edge_feats)
-        return [self._edge_inputs(t.eid, edge_feats) for t in batch.layers]
+        self._check_edge_feat(edge_feat)
+        return [self._edge_inputs(t.eid, edge_feat) for t in batch.layers]
 
-    def _bfs(self, batch: "TemporalBatch", node_feats: Optional[torch.Tensor],
+    def _bfs(self, batch: "TemporalBatch", node_feat: Optional[torch.Tensor],
              xs: List[Optional[torch.Tensor]]) -> List[torch.Tensor]:
         layers = batch.layers
-        h = self._node_inputs(layers[0].src_nodes, node_feats)
+        h = self._node_inputs(layers[0].src_nodes, node_feat)
         hs = [h]
         for i, (conv, table, x) in enumerate(zip(self.layers, layers, xs)):
             # Featureless graphs: h^(0) = 0, and the first layer skips its node terms.
@@ -312,8 +332,9 @@ class TBDFSModel(nn.Module):
                              f"{batch.num_roots} roots")
         return hs
 
+    @renamed_kwargs(FEAT_RENAMES)
     def dfs(self, batch: "TemporalBatch", hs: List[torch.Tensor],
-            edge_feats: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+            edge_feat: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         """Run the path branch on top of :meth:`bfs`'s output.
 
         Returns
@@ -322,7 +343,7 @@ class TBDFSModel(nn.Module):
             :math:`h^{DFS}` ``[B, hidden_dim]`` (zero rows for roots without a path) and
             the bool ``[B, 1]`` "has a path" mask.
         """
-        return self._dfs(batch, hs, self._layer_edge_inputs(batch, edge_feats))
+        return self._dfs(batch, hs, self._layer_edge_inputs(batch, edge_feat))
 
     def _dfs(self, batch: "TemporalBatch", hs: List[torch.Tensor],
              xs: List[Optional[torch.Tensor]]) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -344,18 +365,19 @@ class TBDFSModel(nn.Module):
                                      path_proj=self.path_encoder.fc2)
         return h_dfs, path_mask.any(dim=1, keepdim=True)
 
-    def forward(self, batch: "TemporalBatch", node_feats: Optional[torch.Tensor] = None,
-                edge_feats: Optional[torch.Tensor] = None) -> torch.Tensor:
+    @renamed_kwargs(FEAT_RENAMES)
+    def forward(self, batch: "TemporalBatch", node_feat: Optional[torch.Tensor] = None,
+                edge_feat: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Embed every root of ``batch`` at its query time.
 
         Parameters
         ----------
         batch : TemporalBatch
             Sampled layers (``L = num_layers``).
-        node_feats : torch.Tensor, optional
+        node_feat : torch.Tensor, optional
             ``[N, node_dim]`` node features indexed by node id (``None`` if
             ``node_dim == 0``); may stay on the CPU for a GPU model (rows are gathered).
-        edge_feats : torch.Tensor, optional
+        edge_feat : torch.Tensor, optional
             ``[E, edge_dim]`` interaction features indexed by interaction row (the tables'
             ``eid``; ``None`` if ``edge_dim == 0``).
 
@@ -364,8 +386,8 @@ class TBDFSModel(nn.Module):
         torch.Tensor
             ``[B, hidden_dim]``.
         """
-        xs = self._layer_edge_inputs(batch, edge_feats)
-        hs = self._bfs(batch, node_feats, xs)
+        xs = self._layer_edge_inputs(batch, edge_feat)
+        hs = self._bfs(batch, node_feat, xs)
         h_bfs = hs[-1]
         if not self.uses_dfs:
             return h_bfs
@@ -380,10 +402,9 @@ class TBDFSModel(nn.Module):
 
     def score(self, src_emb: torch.Tensor, dst_emb: torch.Tensor) -> torch.Tensor:
         """Link logits ``FFN(h_i ‖ h_j)``, shape ``[B]``."""
-        hidden = torch.relu(self.score_fc1(torch.cat([src_emb, dst_emb], dim=-1)))
-        return self.score_fc2(hidden).squeeze(-1)
+        return self._link_scorer(src_emb, dst_emb)
 
     def extra_repr(self) -> str:
-        return (f"alpha={self.alpha!r}, path_agg={self.path_agg!r}, "
-                f"paths_agg={self.paths_agg!r}, path_inputs={self.path_inputs!r}, "
+        return (f"alpha={self.alpha!r}, within_path_agg={self.within_path_agg!r}, "
+                f"across_paths_agg={self.across_paths_agg!r}, path_inputs={self.path_inputs!r}, "
                 f"use_time={self.use_time}, normalize_time={self.normalize_time}")

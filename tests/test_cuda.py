@@ -36,7 +36,7 @@ def exact_matmuls():
 
 
 @pytest.mark.parametrize("kw", [{}, {"alpha": 1.0}, {"alpha": "learn", "path_inputs": "bfs"},
-                                {"path_agg": "mean", "paths_agg": "mean"},
+                                {"within_path_agg": "mean", "across_paths_agg": "mean"},
                                 {"use_time": False}])
 def test_cuda_matches_cpu(kw):
     torch.manual_seed(0)

@@ -50,8 +50,8 @@ def test_dataset_coerces_dtypes_and_reports_sizes():
     assert ds.src.dtype == np.int64 and ds.dst.dtype == np.int64
     assert ds.ts.dtype == np.int64
     assert ds.edge_feat.dtype == np.float32 and ds.node_feat.dtype == np.float32
-    assert (ds.num_edges, ds.edge_feat_dim, ds.node_feat_dim) == (3, 2, 4)
-    assert _ds().edge_feat_dim == 0 and _ds().node_feat_dim == 0
+    assert (ds.num_edges, ds.edge_dim, ds.node_dim) == (3, 2, 4)
+    assert _ds().edge_dim == 0 and _ds().node_dim == 0
     assert _ds(ts=np.array([0.5, 1.0, 2.0])).ts.dtype == np.float64
     s = ds.summary()
     assert "3 nodes" in s and "3 interactions" in s and "edge features: 2" in s
@@ -96,7 +96,7 @@ def test_to_graph():
     np.testing.assert_array_equal(src, ds.src)
     np.testing.assert_array_equal(dst, ds.dst)
     np.testing.assert_array_equal(ts, ds.ts.astype(np.float64))
-    assert tuple(g.edge_feats.shape) == (200, 3)
+    assert tuple(g.edge_feat.shape) == (200, 3)
     assert ds.to_graph(directed=True).directed
 
 
@@ -484,7 +484,7 @@ def test_real_shared_files(name):
         np.testing.assert_array_equal(ds.original_ids, np.arange(1, 9228))
         assert ds.edge_feat is None and ds.labels is None
     if name == "bitcoin-otc":
-        assert ds.ts.dtype == np.float64 and ds.edge_feat_dim == 1
+        assert ds.ts.dtype == np.float64 and ds.edge_dim == 1
         assert ds.edge_feat.min() == -10 and ds.edge_feat.max() == 10
     else:
         assert ds.ts.dtype == np.int64

@@ -139,10 +139,10 @@ def compare(results, rtol_out=1e-5, rtol_grad=1e-4):
 
 # ---------------------------------------------------------------- dense == DGL paths
 @pytest.mark.parametrize("num_heads", [1, 2])
-@pytest.mark.parametrize("edge_feats,give_edge_feat", [(0, False), (3, True), (3, False)])
+@pytest.mark.parametrize("edge_dim,give_edge_feat", [(0, False), (3, True), (3, False)])
 @pytest.mark.parametrize("use_time", [True, False])
 @pytest.mark.parametrize("featureless", [False, True])
-def test_dense_matches_dgl_on_sampler_blocks(num_heads, edge_feats, give_edge_feat, use_time,
+def test_dense_matches_dgl_on_sampler_blocks(num_heads, edge_dim, give_edge_feat, use_time,
                                              featureless):
     seed_all(0)
     gen = torch.Generator().manual_seed(1)
@@ -151,10 +151,10 @@ def test_dense_matches_dgl_on_sampler_blocks(num_heads, edge_feats, give_edge_fe
     table = table_from_block(block, fanout=k)
     assert table.fanout == k and not table.mask[0].any() and table.mask.sum() == block.num_edges()
     enc = TimeEncoder(8, use_time=use_time)  # shared, as in the model
-    conv = TemporalAttentionConv(6, 8, num_heads=num_heads, edge_feats=edge_feats,
+    conv = TemporalAttentionConv(6, 8, num_heads=num_heads, edge_dim=edge_dim,
                                  time_encoder=enc).double()
     feat = None if featureless else torch.randn(block.num_src_nodes(), 6, dtype=torch.float64)
-    x = (torch.randn(block.num_edges(), edge_feats, dtype=torch.float64)
+    x = (torch.randn(block.num_edges(), edge_dim, dtype=torch.float64)
          if give_edge_feat else None)
     compare(run_both(conv, block, table, feat, x, slot_edge_ids(block, table),
                      torch.float64))
@@ -170,13 +170,13 @@ def test_dense_matches_dgl_on_a_generic_block_and_pair_feats(featureless):
     # Sources are shared between edges here: nbr is not the sampler's num_dst + position.
     assert not torch.equal(table.nbr[table.mask],
                            torch.arange(block.num_edges()) + block.num_dst_nodes())
-    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_feats=3, time_feats=4).double()
+    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=3, time_dim=4).double()
     feat = None if featureless else torch.randn(block.num_src_nodes(), 6, dtype=torch.float64)
     x = torch.randn(block.num_edges(), 3, dtype=torch.float64)
     compare(run_both(conv, block, table, feat, x, slot_eid, torch.float64))
     if not featureless:  # (src, dst) features of different widths
-        conv2 = TemporalAttentionConv((6, 5), 8, num_heads=2, edge_feats=3,
-                                      time_feats=4).double()
+        conv2 = TemporalAttentionConv((6, 5), 8, num_heads=2, edge_dim=3,
+                                      time_dim=4).double()
         pair = (feat, torch.randn(block.num_dst_nodes(), 5, dtype=torch.float64))
         compare(run_both(conv2, block, table, pair, x, slot_eid, torch.float64))
 
@@ -188,7 +188,7 @@ def test_dense_matches_dgl_in_float32(featureless):
     gen = torch.Generator().manual_seed(3)
     block = sampler_block(200, 10, gen)
     table = table_from_block(block, fanout=10)
-    conv = TemporalAttentionConv(16, 16, num_heads=2, edge_feats=4, time_feats=16)
+    conv = TemporalAttentionConv(16, 16, num_heads=2, edge_dim=4, time_dim=16)
     feat = None if featureless else torch.randn(block.num_src_nodes(), 16)
     x = torch.randn(block.num_edges(), 4)
     # float32 sums in another order: both agree to ~1e-6 (measured), well within these.
@@ -200,7 +200,7 @@ def test_pair_feats_equal_single_tensor_feats():
     seed_all(3)
     gen = torch.Generator().manual_seed(4)
     table = table_from_block(sampler_block(9, 4, gen), fanout=4)
-    conv = TemporalAttentionConv(6, 8, num_heads=2, time_feats=4)
+    conv = TemporalAttentionConv(6, 8, num_heads=2, time_dim=4)
     h = torch.randn(table.num_src, 6)
     assert torch.equal(conv(table, h), conv(table, (h, h[: table.num_dst].clone())))
 
@@ -211,7 +211,7 @@ def test_empty_rows_dt_default_and_padding_is_ignored():
     gen = torch.Generator().manual_seed(5)
     block = sampler_block(11, 4, gen)
     table = table_from_block(block, fanout=6)  # wider than any row: padded everywhere
-    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_feats=3, time_feats=4)
+    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=3, time_dim=4)
     h = torch.randn(table.num_src, 6, requires_grad=True)
     x = torch.randn(table.num_dst, 6, 3)
     out = conv(table, h, x)
@@ -244,8 +244,8 @@ def test_validation_on_tables():
     seed_all(8)
     gen = torch.Generator().manual_seed(6)
     table = table_from_block(sampler_block(5, 3, gen), fanout=3)
-    conv = TemporalAttentionConv(4, 8, edge_feats=3, time_feats=4)
-    with pytest.raises(ValueError, match="edge_feats=3"):
+    conv = TemporalAttentionConv(4, 8, edge_dim=3, time_dim=4)
+    with pytest.raises(ValueError, match="edge_dim=3"):
         conv(table, torch.randn(table.num_src, 4), torch.randn(5, 3, 2))
     with pytest.raises(ValueError, match=r"\[N_dst, k, 3\]"):
         conv(table, torch.randn(table.num_src, 4), torch.randn(7, 3))  # per edge, not slot
@@ -255,9 +255,9 @@ def test_eval_is_deterministic_and_train_drops_attention_weights():
     seed_all(5)
     gen = torch.Generator().manual_seed(7)
     table = table_from_block(sampler_block(40, 6, gen), fanout=6)
-    conv = TemporalAttentionConv(6, 8, num_heads=2, time_feats=4, attn_drop=0.5,
+    conv = TemporalAttentionConv(6, 8, num_heads=2, time_dim=4, attn_drop=0.5,
                                  feat_drop=0.5)
-    plain = TemporalAttentionConv(6, 8, num_heads=2, time_feats=4)
+    plain = TemporalAttentionConv(6, 8, num_heads=2, time_dim=4)
     plain.load_state_dict(conv.state_dict())
     h = torch.randn(table.num_src, 6)
     conv.eval()
@@ -292,7 +292,7 @@ def test_attention_softmax_runs_in_float32_under_autocast():
     seed_all(6)
     gen = torch.Generator().manual_seed(8)
     table = table_from_block(sampler_block(30, 5, gen), fanout=5)
-    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_feats=3, time_feats=4)
+    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=3, time_dim=4)
     h = torch.randn(table.num_src, 6)
     x = torch.randn(table.num_dst, 5, 3)
     ref = conv(table, h, x)
@@ -319,7 +319,7 @@ def test_dense_path_compiles_without_graph_breaks(use_time):
     seed_all(7)
     gen = torch.Generator().manual_seed(9)
     table = table_from_block(sampler_block(20, 4, gen), fanout=4)
-    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_feats=3,
+    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=3,
                                  time_encoder=TimeEncoder(4, use_time=use_time))
     if use_time:
         # TimeEncoder's own autograd.Function (a host kernel on CPU, out= writes on GPU)
@@ -375,7 +375,7 @@ _NO_DGL_SCRIPT = textwrap.dedent("""
                                torch.arange(num_src), torch.zeros(num_src, dtype=torch.float64),
                                fanout=4)
         torch.manual_seed(0)
-        conv = TemporalAttentionConv(6, 8, num_heads=2, edge_feats=3, time_feats=4)
+        conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=3, time_dim=4)
         h = torch.randn(num_src, 6, generator=g)
         x = torch.randn(len(deg), 4, 3, generator=g)
         out = conv(table, h, x)
@@ -421,7 +421,7 @@ def test_table_shaped_inputs_on_a_dgl_block_are_refused():
                        eid=torch.tensor([[0, 1], [2, -1]]))
     block = block_from_table(table)
     assert isinstance(block, _dgl.DGLGraph) and block.num_edges() == 3
-    conv = TemporalAttentionConv(4, 4, num_heads=2, edge_feats=3, time_feats=4)
+    conv = TemporalAttentionConv(4, 4, num_heads=2, edge_dim=3, time_dim=4)
     with pytest.raises(ValueError, match="dt must be"):
         conv(block, torch.randn(5, 4), None, table.dt)
     with pytest.raises(ValueError, match="dt must be"):

@@ -19,9 +19,9 @@ torch.set_num_threads(1)
 VARIANTS = [
     {},
     {"path_inputs": "bfs"},
-    {"path_agg": "mean"},
-    {"paths_agg": "mean"},
-    {"path_agg": "mean", "paths_agg": "mean"},
+    {"within_path_agg": "mean"},
+    {"across_paths_agg": "mean"},
+    {"within_path_agg": "mean", "across_paths_agg": "mean"},
     {"alpha": "learn"},
     {"alpha": 0.0},
     {"alpha": 1.0},
@@ -100,7 +100,7 @@ def sampled_batch(strategy, fanouts, seed=0, num_roots=40):
 @pytest.mark.parametrize("strategy", ["recent", "uniform"])
 @pytest.mark.parametrize("fanouts", [[4], [3, 2], [2, 2, 2]])
 @pytest.mark.parametrize("kw", [{}, {"path_inputs": "bfs", "alpha": "learn"},
-                                {"node_dim": 0, "path_agg": "mean"}])
+                                {"node_dim": 0, "within_path_agg": "mean"}])
 def test_dense_equals_reference_on_sampled_batches(strategy, fanouts, kw):
     batch = sampled_batch(strategy, fanouts, seed=len(fanouts))
     model = build(num_layers=len(fanouts), **kw)

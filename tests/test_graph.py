@@ -39,8 +39,8 @@ def test_int64_times_and_num_nodes_default():
 
 def test_features_are_kept_and_counted():
     ef, nf = np.ones((3, 2), np.float32), torch.zeros(5, 4)
-    g = TemporalGraph([0, 1, 2], [1, 2, 3], [1.0, 2.0, 3.0], num_nodes=5, edge_feats=ef, node_feats=nf)
-    assert g.edge_feats.shape == (3, 2) and g.node_feats.shape == (5, 4)
+    g = TemporalGraph([0, 1, 2], [1, 2, 3], [1.0, 2.0, 3.0], num_nodes=5, edge_feat=ef, node_feat=nf)
+    assert g.edge_feat.shape == (3, 2) and g.node_feat.shape == (5, 4)
     assert g.nbytes == g.csr.nbytes + 3 * 2 * 4 + 5 * 4 * 4
     assert "edge_feat_dim=2" in repr(g)
 
@@ -49,7 +49,7 @@ def test_dgl_round_trip():
     rng = np.random.default_rng(1)
     src, dst, ts = ref.random_graph(rng, 12, 40)
     ef = rng.random((40, 3)).astype(np.float32)
-    g = TemporalGraph(src, dst, ts, num_nodes=12, edge_feats=ef)
+    g = TemporalGraph(src, dst, ts, num_nodes=12, edge_feat=ef)
     d = g.to_dgl()
     assert d.num_nodes() == 12 and d.num_edges() == 40
     u, v = d.edges(order="eid")
@@ -58,7 +58,7 @@ def test_dgl_round_trip():
     back = TemporalGraph.from_dgl(d, edge_feat_field="feat")
     for x, y in zip(back.edges(), g.edges()):
         np.testing.assert_array_equal(x, y)
-    assert torch.equal(back.edge_feats, g.edge_feats)
+    assert torch.equal(back.edge_feat, g.edge_feat)
     np.testing.assert_array_equal(back.csr.arrays()["nbr"], g.csr.arrays()["nbr"])
 
 
@@ -70,7 +70,7 @@ def test_from_dgl_needs_times():
 def test_from_pandas():
     df = pd.DataFrame({"u": [0, 1, 2], "i": [3, 3, 4], "t": [5, 4, 6], "w": [0.5, 1.0, 2.0]})
     g = TemporalGraph.from_pandas(df, src="u", dst="i", time="t", edge_feat_cols=["w"])
-    assert g.num_edges == 3 and g.edge_feats[:, 0].tolist() == [0.5, 1.0, 2.0]
+    assert g.num_edges == 3 and g.edge_feat[:, 0].tolist() == [0.5, 1.0, 2.0]
     with pytest.raises(KeyError, match="'time'"):
         TemporalGraph.from_pandas(df, src="u", dst="i", time="time")
 
@@ -78,11 +78,11 @@ def test_from_pandas():
 def test_pickle_round_trip_keeps_the_csr():
     rng = np.random.default_rng(2)
     src, dst, ts = ref.random_graph(rng, 10, 30)
-    g = TemporalGraph(src, dst, ts, num_nodes=10, node_feats=np.ones((10, 2)))
+    g = TemporalGraph(src, dst, ts, num_nodes=10, node_feat=np.ones((10, 2)))
     clone = pickle.loads(pickle.dumps(g))
     for k, v in g.csr.arrays().items():
         np.testing.assert_array_equal(clone.csr.arrays()[k], v)
-    assert torch.equal(clone.node_feats, g.node_feats)
+    assert torch.equal(clone.node_feat, g.node_feat)
 
 
 def test_corrupt_pickled_csr_is_rejected():
@@ -107,9 +107,9 @@ def test_corrupt_pickled_csr_is_rejected():
         (dict(src=[0, 1], dst=[1, 5], ts=[1.0, 2.0], num_nodes=3), ValueError, "num_nodes=3 is too small"),
         (dict(src=[0], dst=[1], ts=[1.0], num_nodes=2.5), TypeError, "num_nodes must be an int"),
         (dict(src=[0], dst=[1], ts=[2**60]), ValueError, "2\\*\\*53"),
-        (dict(src=[0], dst=[1], ts=[1.0], edge_feats=np.ones((2, 3))), ValueError, "edge_feats has 2 rows"),
-        (dict(src=[0], dst=[1], ts=[1.0], node_feats=np.ones((2, 3, 1))), ValueError, "node_feats must be 2-D"),
-        (dict(src=[0], dst=[1], ts=[1.0], edge_feats=[[np.nan]]), ValueError, "NaN"),
+        (dict(src=[0], dst=[1], ts=[1.0], edge_feat=np.ones((2, 3))), ValueError, "edge_feat has 2 rows"),
+        (dict(src=[0], dst=[1], ts=[1.0], node_feat=np.ones((2, 3, 1))), ValueError, "node_feat must be 2-D"),
+        (dict(src=[0], dst=[1], ts=[1.0], edge_feat=[[np.nan]]), ValueError, "NaN"),
     ],
 )
 def test_bad_input_raises_a_clear_error(kwargs, error, match):

@@ -133,7 +133,7 @@ def test_hand_batch_is_consistent():
 @pytest.mark.parametrize("kw", [
     {},
     {"path_inputs": "bfs"},
-    {"path_agg": "mean", "paths_agg": "mean"},
+    {"within_path_agg": "mean", "across_paths_agg": "mean"},
     {"alpha": "learn"},
     {"use_time": False},
     {"alpha": 0.0},
@@ -220,8 +220,8 @@ def test_alpha_zero_is_dfs_only():
     assert torch.allclose(out, torch.where(has_path, h_dfs, hs[-1]), atol=1e-6)
 
 
-@pytest.mark.parametrize("kw", [{}, {"path_inputs": "bfs", "paths_agg": "mean"},
-                                {"path_agg": "mean", "alpha": "learn"}])
+@pytest.mark.parametrize("kw", [{}, {"path_inputs": "bfs", "across_paths_agg": "mean"},
+                                {"within_path_agg": "mean", "alpha": "learn"}])
 def test_permuting_paths_within_roots_changes_nothing(kw):
     batch = make_batch(5, [3, 3], seed=7)
     nf, ef = features()
@@ -255,7 +255,7 @@ def test_masked_slots_do_not_matter(path_inputs):
 
 def test_roots_without_history_and_batch_of_one():
     nf, ef = features()
-    for kw in ({}, {"alpha": 0.0}, {"alpha": "learn", "paths_agg": "mean"}):
+    for kw in ({}, {"alpha": 0.0}, {"alpha": "learn", "across_paths_agg": "mean"}):
         model = small_model(**kw).eval()
         empty = make_batch(3, [3, 2], seed=9, p_neighbour=0.0)
         assert empty.blocks[-1].num_edges() == 0 and not empty.paths.mask.any()
@@ -275,7 +275,7 @@ def test_constructor_and_input_validation():
     good = dict(node_dim=2, edge_dim=2, time_dim=4, hidden_dim=4)
     bad = [dict(hidden_dim=5, num_heads=2), dict(time_dim=5), dict(time_dim=0),
            dict(node_dim=-1), dict(alpha=1.5), dict(alpha="auto"), dict(alpha=True),
-           dict(path_agg="max"), dict(paths_agg="sum"), dict(path_inputs="x"),
+           dict(within_path_agg="max"), dict(across_paths_agg="sum"), dict(path_inputs="x"),
            dict(num_layers=0), dict(dropout=1.0), dict(node_embedding_dim=3),
            dict(node_embedding_dim=3, num_nodes=0)]
     for b in bad:

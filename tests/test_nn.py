@@ -31,7 +31,7 @@ def ref_conv(conv, block, h, edge_feat, dt):
     """TGAT layer computed destination by destination from the concatenated inputs."""
     src, dst = block.edges()
     num_dst = block.num_dst_nodes()
-    T = conv._time_feats  # 0 without time: the layer then has no time columns
+    T = conv._time_dim  # 0 without time: the layer then has no time columns
     phi0 = conv.time_encoder(torch.zeros(1, dtype=torch.float64))[0, :T]
     outs = []
     for i in range(num_dst):
@@ -41,7 +41,7 @@ def ref_conv(conv, block, h, edge_feat, dt):
             agg = torch.zeros(conv.fc_v.out_features)
         else:
             x = (edge_feat[eids] if edge_feat is not None
-                 else torch.zeros(len(eids), conv._edge_feats))
+                 else torch.zeros(len(eids), conv._edge_dim))
             kv = torch.cat([h[src[eids]], x, conv.time_encoder(dt[eids])[:, :T]], dim=-1)
             agg = ref_attention(conv.fc_q.weight, conv.fc_k.weight, conv.fc_v.weight,
                                 torch.cat([h_i, phi0]), kv, conv._num_heads)
@@ -65,23 +65,23 @@ def random_paths(B, P, L, num_inst, num_edges, p_empty=0.3, seed=0):
 def ref_path_encoder(enc, paths, feat, query, root_times, edge_feat):
     """PathEncoder path by path."""
     B, P, L = paths.mask.shape
-    T = enc._time_feats
+    T = enc._time_dim
     phi0 = enc.time_encoder(torch.zeros(1, dtype=torch.float64))[0, :T]
-    out = torch.zeros(B, P, enc._out_feats)
+    out = torch.zeros(B, P, enc._out_dim)
     for b in range(B):
-        z0 = torch.cat([query[b], torch.zeros(enc._edge_feats), phi0])
+        z0 = torch.cat([query[b], torch.zeros(enc._edge_dim), phi0])
         for p in range(P):
             rows = [z0]
             for h in range(L):
                 if not paths.mask[b, p, h]:
                     continue
                 x = (edge_feat[paths.eids[b, p, h]] if edge_feat is not None
-                     else torch.zeros(enc._edge_feats))
+                     else torch.zeros(enc._edge_dim))
                 dt = root_times[b] - paths.ts[b, p, h]
                 rows.append(torch.cat([feat[paths.src_index[b, p, h]], x,
                                        enc.time_encoder(dt.view(1))[0, :T]]))
             kv = torch.stack(rows)
-            if enc._path_agg == "attn":
+            if enc._within_path_agg == "attn":
                 q_in = torch.cat([query[b], phi0])
                 agg = ref_attention(enc.fc_q.weight, enc.fc_k.weight, enc.fc_v.weight, q_in,
                                     kv, enc._num_heads)
@@ -233,14 +233,14 @@ def hand_block():
     return block
 
 
-@pytest.mark.parametrize("edge_feats,use_time", [(0, True), (5, True), (5, False)])
-def test_conv_matches_reference(edge_feats, use_time):
+@pytest.mark.parametrize("edge_dim,use_time", [(0, True), (5, True), (5, False)])
+def test_conv_matches_reference(edge_dim, use_time):
     torch.manual_seed(0)
-    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_feats=edge_feats,
+    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=edge_dim,
                                  time_encoder=TimeEncoder(4, use_time=use_time))
     block = hand_block()
     h = torch.randn(7, 6)
-    x = torch.randn(5, edge_feats) if edge_feats else None
+    x = torch.randn(5, edge_dim) if edge_dim else None
     out = conv(block, h, x)
     assert out.shape == (3, 8)
     ref = ref_conv(conv, block, h, x, block.edata["dt"])
@@ -249,7 +249,7 @@ def test_conv_matches_reference(edge_feats, use_time):
 
 def test_conv_isolated_destination_depends_on_itself_only():
     torch.manual_seed(0)
-    conv = TemporalAttentionConv(6, 8, num_heads=2, time_feats=4)
+    conv = TemporalAttentionConv(6, 8, num_heads=2, time_dim=4)
     block = hand_block()
     h = torch.randn(7, 6)
     out = conv(block, h)
@@ -271,7 +271,7 @@ def test_conv_on_dgl_blocks_and_graphs():
     block = dgl.to_block(dgl.in_subgraph(g, seeds), seeds)
     assert "dt" in block.edata
     feat_all = torch.randn(30, 6)
-    conv = TemporalAttentionConv(6, 8, num_heads=4, edge_feats=3, time_feats=4)
+    conv = TemporalAttentionConv(6, 8, num_heads=4, edge_dim=3, time_dim=4)
     h = feat_all[block.srcdata[dgl.NID]]
     x = torch.randn(block.num_edges(), 3)
     out = conv(block, h, x)
@@ -281,7 +281,7 @@ def test_conv_on_dgl_blocks_and_graphs():
     out_g = conv(g, feat_all, torch.randn(120, 3))
     assert out_g.shape == (30, 8) and torch.isfinite(out_g).all()
     # A (src, dst) pair of different widths.
-    conv2 = TemporalAttentionConv((6, 5), 8, num_heads=2, time_feats=4)
+    conv2 = TemporalAttentionConv((6, 5), 8, num_heads=2, time_dim=4)
     out2 = conv2(block, (h, torch.randn(10, 5)))
     assert out2.shape == (10, 8)
     (out.sum() + out2.sum()).backward()
@@ -289,18 +289,18 @@ def test_conv_on_dgl_blocks_and_graphs():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
-@pytest.mark.parametrize("edge_feats,use_time", [(0, True), (3, True), (3, False), (0, False)])
-def test_conv_without_node_inputs_equals_zero_features(edge_feats, use_time):
+@pytest.mark.parametrize("edge_dim,use_time", [(0, True), (3, True), (3, False), (0, False)])
+def test_conv_without_node_inputs_equals_zero_features(edge_dim, use_time):
     torch.manual_seed(0)
     dgl.seed(0)  # dgl.rand_graph draws from DGL's own RNG, not torch's
-    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_feats=edge_feats,
+    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=edge_dim,
                                  time_encoder=TimeEncoder(4, use_time=use_time))
     g = dgl.rand_graph(30, 120)
     g.edata["dt"] = torch.rand(120, dtype=torch.float64) * 1000
     block = dgl.to_block(dgl.in_subgraph(g, torch.arange(10)), torch.arange(10))
     for graph in (block, hand_block(), g):
         n_src = graph.num_src_nodes() if graph.is_block else graph.num_nodes()
-        x = torch.randn(graph.num_edges(), edge_feats) if edge_feats else None
+        x = torch.randn(graph.num_edges(), edge_dim) if edge_dim else None
         conv.zero_grad()
         ref = conv(graph, torch.zeros(n_src, 6), x)
         ref.pow(2).sum().backward()
@@ -338,8 +338,8 @@ def test_conv_validation():
     with pytest.raises(ValueError):
         TemporalAttentionConv(4, 7, num_heads=2)
     with pytest.raises(ValueError):
-        TemporalAttentionConv(4, 8, num_heads=2, time_feats=6, time_encoder=TimeEncoder(4))
-    conv = TemporalAttentionConv(4, 8, edge_feats=3, time_feats=4)
+        TemporalAttentionConv(4, 8, num_heads=2, time_dim=6, time_encoder=TimeEncoder(4))
+    conv = TemporalAttentionConv(4, 8, edge_dim=3, time_dim=4)
     with pytest.raises(ValueError):
         conv(hand_block(), torch.randn(7, 4), torch.randn(5, 2))
 
@@ -356,16 +356,16 @@ def test_masked_softmax_all_masked_rows():
 
 
 # ------------------------------------------------------------------------ PathEncoder
-@pytest.mark.parametrize("path_agg,edge_feats,use_time",
+@pytest.mark.parametrize("within_path_agg,edge_dim,use_time",
                          [("attn", 3, True), ("attn", 0, False), ("mean", 3, True)])
-def test_path_encoder_matches_reference(path_agg, edge_feats, use_time):
+def test_path_encoder_matches_reference(within_path_agg, edge_dim, use_time):
     torch.manual_seed(0)
     B, P, L, D = 3, 4, 2, 6
-    enc = PathEncoder(D, 8, num_heads=2, edge_feats=edge_feats, path_agg=path_agg,
+    enc = PathEncoder(D, 8, num_heads=2, edge_dim=edge_dim, within_path_agg=within_path_agg,
                       time_encoder=TimeEncoder(4, use_time=use_time))
     paths = random_paths(B, P, L, num_inst=20, num_edges=15)
     feat, query = torch.randn(20, D), torch.randn(B, D)
-    edge_feat = torch.randn(15, edge_feats) if edge_feats else None
+    edge_feat = torch.randn(15, edge_dim) if edge_dim else None
     root_times = torch.tensor([60.0, 70.0, 1e8], dtype=torch.float64)
     out = enc(paths, feat, query, root_times, edge_feat)
     assert out.shape == (B, P, 8)
@@ -373,7 +373,7 @@ def test_path_encoder_matches_reference(path_agg, edge_feats, use_time):
     assert torch.allclose(out, ref, atol=1e-5)
     # Per-hop feature tensors (path_inputs='bfs') read the same rows here.
     assert torch.allclose(enc(paths, [feat, feat], query, root_times, edge_feat), out)
-    if edge_feats:  # edge features already gathered per slot
+    if edge_dim:  # edge features already gathered per slot
         per_slot = edge_feat[paths.eids.clamp(min=0)]
         assert torch.allclose(enc(paths, feat, query, root_times, per_slot), out)
     assert torch.allclose(enc.fc2(enc(paths, feat, query, root_times, edge_feat,
@@ -387,7 +387,7 @@ def test_path_encoder_matches_reference(path_agg, edge_feats, use_time):
 def test_path_encoder_same_with_and_without_native_kernels():
     torch.manual_seed(0)
     B, P, L, D = 3, 6, 2, 6
-    enc = PathEncoder(D, 8, num_heads=2, edge_feats=3, time_feats=4)
+    enc = PathEncoder(D, 8, num_heads=2, edge_dim=3, time_dim=4)
     paths = random_paths(B, P, L, num_inst=20, num_edges=15)
     feat, query = torch.randn(20, D), torch.randn(B, D)
     edge_feat, rt = torch.randn(15, 3), torch.tensor([60.0, 70.0, 1e8], dtype=torch.float64)
@@ -407,7 +407,7 @@ def test_path_encoder_same_with_and_without_native_kernels():
 def test_path_encoder_ignores_masked_slots():
     torch.manual_seed(0)
     B, P, L, D = 2, 5, 3, 6
-    enc = PathEncoder(D, 8, num_heads=2, edge_feats=3, time_feats=4).eval()
+    enc = PathEncoder(D, 8, num_heads=2, edge_dim=3, time_dim=4).eval()
     paths = random_paths(B, P, L, num_inst=20, num_edges=15, p_empty=0.5)
     feat, query, ef = torch.randn(21, D), torch.randn(B, D), torch.randn(16, 3)
     rt = torch.tensor([60.0, 70.0], dtype=torch.float64)
@@ -423,11 +423,11 @@ def test_path_encoder_ignores_masked_slots():
 
 
 # --------------------------------------------------------------------- PathAggregator
-@pytest.mark.parametrize("paths_agg", ["attn", "mean"])
-def test_path_aggregator_reference_empty_roots_and_fold(paths_agg):
+@pytest.mark.parametrize("across_paths_agg", ["attn", "mean"])
+def test_path_aggregator_reference_empty_roots_and_fold(across_paths_agg):
     torch.manual_seed(0)
     B, P, D = 3, 5, 8
-    agg = PathAggregator(D, 6, num_heads=2, paths_agg=paths_agg)
+    agg = PathAggregator(D, 6, num_heads=2, across_paths_agg=across_paths_agg)
     r, q = torch.randn(B, P, D), torch.randn(B, D)
     mask = torch.rand(B, P) < 0.6
     mask[0] = False
@@ -436,7 +436,7 @@ def test_path_aggregator_reference_empty_roots_and_fold(paths_agg):
     assert out.shape == (B, 6) and torch.equal(out[0], torch.zeros(6))
     for b in (1, 2):
         rb = r[b, mask[b]]
-        if paths_agg == "attn":
+        if across_paths_agg == "attn":
             H, dk = 2, D // 2
             qq = (agg.fc_q.weight @ q[b]).view(H, dk)
             k = (rb @ agg.fc_k.weight.t()).view(-1, H, dk)
@@ -453,9 +453,9 @@ def test_path_aggregator_reference_empty_roots_and_fold(paths_agg):
 
 def test_validation_of_modes():
     with pytest.raises(ValueError):
-        PathEncoder(4, 4, path_agg="max")
+        PathEncoder(4, 4, within_path_agg="max")
     with pytest.raises(ValueError):
-        PathAggregator(4, 4, paths_agg="sum")
+        PathAggregator(4, 4, across_paths_agg="sum")
     with pytest.raises(ValueError):
         PathAggregator(5, 4, num_heads=2)
 

@@ -56,11 +56,11 @@ class DoubleTimeEncoder(TimeEncoder):
         return out * math.sqrt(1.0 / self.num_freqs)
 
 
-def make_encoder(path_agg="attn", num_heads=2, edge=False, use_time=True, double=False,
+def make_encoder(within_path_agg="attn", num_heads=2, edge=False, use_time=True, double=False,
                  attn_drop=0.0, out=12):
     cls = DoubleTimeEncoder if double else TimeEncoder
-    enc = PathEncoder(NODE_DIM, out, num_heads, edge_feats=EDGE_DIM if edge else 0,
-                      path_agg=path_agg, attn_drop=attn_drop,
+    enc = PathEncoder(NODE_DIM, out, num_heads, edge_dim=EDGE_DIM if edge else 0,
+                      within_path_agg=within_path_agg, attn_drop=attn_drop,
                       time_encoder=cls(TIME_DIM, use_time=use_time))
     with torch.no_grad():  # frequencies that make the time terms matter on these gaps
         if enc.time_encoder.weight is not None:
@@ -136,15 +136,15 @@ FANOUTS = [[3], [3, 2], [2, 3, 2]]
 
 
 @pytest.mark.parametrize("fanouts", FANOUTS, ids=lambda f: "x".join(map(str, f)))
-@pytest.mark.parametrize("path_agg", ["attn", "mean"])
+@pytest.mark.parametrize("within_path_agg", ["attn", "mean"])
 @pytest.mark.parametrize("feat_mode", ["none", "raw", "bfs"])
 @pytest.mark.parametrize("num_heads", [1, 2])
 @pytest.mark.parametrize("use_time", [True, False])
-def test_matches_forward_float64(fanouts, path_agg, feat_mode, num_heads, use_time):
+def test_matches_forward_float64(fanouts, within_path_agg, feat_mode, num_heads, use_time):
     seed_all(1)
     blocks, paths, rt = make_tree(5, fanouts, seed=3, empty_roots=(1,))
     tables = tables_of(blocks, fanouts)
-    enc = make_encoder(path_agg, num_heads, use_time=use_time, double=True)
+    enc = make_encoder(within_path_agg, num_heads, use_time=use_time, double=True)
     feat, query, _ = inputs(len(fanouts), tables[0].num_src, 5, feat_mode, False, torch.float64)
     for project in (True, False):
         compare(enc, tables, paths, feat, query, rt, project=project, out_rtol=1e-10,
@@ -152,16 +152,16 @@ def test_matches_forward_float64(fanouts, path_agg, feat_mode, num_heads, use_ti
 
 
 @pytest.mark.parametrize("fanouts", FANOUTS, ids=lambda f: "x".join(map(str, f)))
-@pytest.mark.parametrize("path_agg", ["attn", "mean"])
+@pytest.mark.parametrize("within_path_agg", ["attn", "mean"])
 @pytest.mark.parametrize("feat_mode", ["none", "raw", "bfs"])
 @pytest.mark.parametrize("edge", [False, True])
-def test_matches_forward_float32(fanouts, path_agg, feat_mode, edge):
+def test_matches_forward_float32(fanouts, within_path_agg, feat_mode, edge):
     # float32 end to end, with the library's own (C++ on CPU) time encoder and edge
     # features (forward casts those to float32, so they have no float64 comparison).
     seed_all(2)
     blocks, paths, rt = make_tree(6, fanouts, seed=4, empty_roots=(0,))
     tables = tables_of(blocks, fanouts)
-    enc = make_encoder(path_agg, 2, edge=edge)
+    enc = make_encoder(within_path_agg, 2, edge=edge)
     feat, query, edge_feat = inputs(len(fanouts), tables[0].num_src, 6, feat_mode, edge,
                                     torch.float32)
     compare(enc, tables, paths, feat, query, rt, edge_feat, project=False)
@@ -260,8 +260,8 @@ def small_graph(seed=0, num_nodes=40, num_edges=600):
 @needs_sampler
 @pytest.mark.parametrize("fanouts", [[3, 2], [2, 2, 2]], ids=lambda f: "x".join(map(str, f)))
 @pytest.mark.parametrize("strategy", ["recent", "uniform"])
-@pytest.mark.parametrize("path_agg", ["attn", "mean"])
-def test_matches_forward_on_sampler_output(fanouts, strategy, path_agg):
+@pytest.mark.parametrize("within_path_agg", ["attn", "mean"])
+def test_matches_forward_on_sampler_output(fanouts, strategy, within_path_agg):
     seed_all(9)
     g, num_edges = small_graph()
     rng = np.random.default_rng(1)
@@ -275,7 +275,7 @@ def test_matches_forward_on_sampler_output(fanouts, strategy, path_agg):
     candidates = {"blocks": tables_of(batch.blocks, sampler.fanouts)}
     if getattr(batch, "_layers", None) is not None:  # tables from C++ (lead's change)
         candidates["layers"] = batch.layers
-    enc = make_encoder(path_agg, edge=True).eval()
+    enc = make_encoder(within_path_agg, edge=True).eval()
     ef = torch.randn(num_edges, EDGE_DIM, generator=torch.Generator().manual_seed(2))
     assert not batch.paths.mask.any(-1)[:2].any()
     for name, tables in candidates.items():

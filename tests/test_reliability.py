@@ -417,13 +417,13 @@ def test_feature_tables_with_too_few_rows_are_named():
         ds.edge_feat = np.zeros((1, 4))
     ds.edge_feat = np.ones((2, 3))
     g = ds.to_graph()
-    with pytest.raises(ValueError, match=r"edge_feats has 1 rows, expected 2 \(one per edge\)"):
-        g.edge_feats = np.zeros((1, 3))
-    with pytest.raises(ValueError, match=r"node_feats has 2 rows, expected 3 \(one per node\)"):
-        g.node_feats = torch.zeros(2, 5)
-    with pytest.raises(ValueError, match="node_feats has 2 rows"):
-        TemporalGraph([0, 1], [1, 2], [1.0, 2.0], node_feats=np.zeros((2, 2)))
-    assert g.edge_feats.shape == (2, 3)
+    with pytest.raises(ValueError, match=r"edge_feat has 1 rows, expected 2 \(one per edge\)"):
+        g.edge_feat = np.zeros((1, 3))
+    with pytest.raises(ValueError, match=r"node_feat has 2 rows, expected 3 \(one per node\)"):
+        g.node_feat = torch.zeros(2, 5)
+    with pytest.raises(ValueError, match="node_feat has 2 rows"):
+        TemporalGraph([0, 1], [1, 2], [1.0, 2.0], node_feat=np.zeros((2, 2)))
+    assert g.edge_feat.shape == (2, 3)
 
 
 def test_quoted_numeric_first_row_is_data(tmp_path):

@@ -76,9 +76,9 @@ def model_kwargs(budget: Budget, data: TemporalDataset, variant_kwargs: Dict[str
                  ) -> Dict[str, Any]:
     """TBDFSModel arguments of a run: the budget's sizes, the variant's switches."""
     kw: Dict[str, Any] = dict(
-        node_dim=data.node_feat_dim, edge_dim=data.edge_feat_dim, time_dim=budget.time_dim,
+        node_dim=data.node_dim, edge_dim=data.edge_dim, time_dim=budget.time_dim,
         hidden_dim=budget.hidden_dim, num_layers=len(budget.fanouts), num_heads=budget.num_heads,
-        dropout=budget.dropout, alpha=0.5, path_agg="attn", paths_agg="attn",
+        dropout=budget.dropout, alpha=0.5, within_path_agg="attn", across_paths_agg="attn",
         path_inputs="raw", use_time=True, num_nodes=data.num_nodes, node_embedding_dim=0)
     kw.update(variant_kwargs)
     return kw
@@ -155,8 +155,8 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
         "data": {
             "name": data.name, "synthetic": bool(data.synthetic), "source": data.source,
             "num_nodes": data.num_nodes, "num_edges": data.num_edges,
-            "num_edges_total": full_edges, "edge_feat_dim": data.edge_feat_dim,
-            "node_feat_dim": data.node_feat_dim,
+            "num_edges_total": full_edges, "edge_feat_dim": data.edge_dim,
+            "node_feat_dim": data.node_dim,
             "split": {"train": int(split.train.sum()), "val": int(split.val.sum()),
                       "test": int(split.test.sum()),
                       "val_inductive": int(split.val_inductive.sum()),

@@ -6,6 +6,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .._deprecation import deprecated_alias
+
 __all__ = ["TemporalDataset", "sort_by_time"]
 
 
@@ -197,14 +199,18 @@ class TemporalDataset:
         return self.num_nodes - self.num_src_nodes if self.bipartite else None
 
     @property
-    def edge_feat_dim(self) -> int:
-        """Edge feature width ``d_e`` (0 without edge features)."""
+    def edge_dim(self) -> int:
+        """Edge feature width ``d_e`` (0 without edge features): ``TBDFSModel(edge_dim=)``."""
         return 0 if self.edge_feat is None else int(self.edge_feat.shape[1])
 
     @property
-    def node_feat_dim(self) -> int:
-        """Node feature width ``d_n`` (0 without node features)."""
+    def node_dim(self) -> int:
+        """Node feature width ``d_n`` (0 without node features): ``TBDFSModel(node_dim=)``."""
         return 0 if self.node_feat is None else int(self.node_feat.shape[1])
+
+    #: Deprecated names of the widths (release 0.1), forwarding with a warning.
+    edge_feat_dim = deprecated_alias("edge_dim")
+    node_feat_dim = deprecated_alias("node_dim")
 
     # ------------------------------------------------------------------ conversions
     def to_graph(self, directed: bool = False):
@@ -225,7 +231,7 @@ class TemporalDataset:
         from ..graph import TemporalGraph
 
         return TemporalGraph(self.src, self.dst, self.ts, num_nodes=self.num_nodes,
-                             edge_feats=self.edge_feat, node_feats=self.node_feat,
+                             edge_feat=self.edge_feat, node_feat=self.node_feat,
                              directed=directed)
 
     def summary(self) -> str:
@@ -244,8 +250,8 @@ class TemporalDataset:
             active = np.unique(np.concatenate([self.src, self.dst])).size
             lines.append(f"  active nodes: {active:,}; self-loops: "
                          f"{int(np.count_nonzero(self.src == self.dst)):,}")
-        lines.append(f"  edge features: {self.edge_feat_dim}, node features: "
-                     f"{self.node_feat_dim}")
+        lines.append(f"  edge features: {self.edge_dim}, node features: "
+                     f"{self.node_dim}")
         if self.labels is not None:
             vals, counts = np.unique(self.labels, return_counts=True)
             shown = ", ".join(f"{v}: {c:,}" for v, c in list(zip(vals, counts))[:6])
@@ -259,7 +265,7 @@ class TemporalDataset:
                  f"num_edges={self.num_edges}", f"bipartite={self.bipartite}"]
         if self.bipartite:
             parts.append(f"num_src_nodes={self.num_src_nodes}")
-        parts += [f"edge_feat_dim={self.edge_feat_dim}", f"node_feat_dim={self.node_feat_dim}",
+        parts += [f"edge_feat_dim={self.edge_dim}", f"node_feat_dim={self.node_dim}",
                   f"labels={self.labels is not None}"]
         if self.synthetic:
             parts.append("synthetic=True")

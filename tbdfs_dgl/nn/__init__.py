@@ -1,12 +1,14 @@
-"""Neural modules of tBDFS: time encoding, BFS (TGAT) attention and the DFS path branch.
+"""Neural modules of tBDFS: time encoding, BFS (TGAT) attention, the DFS path branch and the
+link scorer.
 
 Pure PyTorch/DGL: importing them does not need the compiled sampler.
 """
 from ._common import masked_softmax
+from .link_scorer import LinkScorer
 from .path_aggregator import PathAggregator
 from .path_encoder import PathEncoder
 from .temporal_attention import TemporalAttentionConv
 from .time_encoder import TimeEncoder
 
-__all__ = ["PathAggregator", "PathEncoder", "TemporalAttentionConv", "TimeEncoder",
-           "masked_softmax"]
+__all__ = ["LinkScorer", "PathAggregator", "PathEncoder", "TemporalAttentionConv",
+           "TimeEncoder", "masked_softmax"]

@@ -8,32 +8,37 @@ from torch import nn
 
 from .time_encoder import TimeEncoder
 
-__all__ = ["AGG_MODES", "check_heads", "masked_softmax", "reset_attention",
+__all__ = ["AGG_MODES", "WIDTH_RENAMES", "check_heads", "masked_softmax", "reset_attention",
            "resolve_time_encoder"]
 
 #: Aggregations along a path and over a root's paths.
 AGG_MODES = ("attn", "mean")
 
+#: Width arguments of the layers before release 0.2 (DGL's ``*_feats``), now ``*_dim``:
+#: still accepted, with a DeprecationWarning.
+WIDTH_RENAMES = {"in_feats": "in_dim", "out_feats": "out_dim", "edge_feats": "edge_dim",
+                 "time_feats": "time_dim", "query_feats": "query_dim"}
 
-def resolve_time_encoder(time_feats: Optional[int],
+
+def resolve_time_encoder(time_dim: Optional[int],
                           time_encoder: Optional[TimeEncoder]) -> TimeEncoder:
     """Use the shared encoder when one is given, else build a private one."""
     if time_encoder is None:
-        return TimeEncoder(100 if time_feats is None else time_feats)
-    if time_feats is not None and time_feats != time_encoder.time_dim:
-        raise ValueError(f"time_feats={time_feats} disagrees with the given time_encoder "
-                         f"(time_dim={time_encoder.time_dim})")
+        return TimeEncoder(100 if time_dim is None else time_dim)
+    if time_dim is not None and time_dim != time_encoder.time_dim:
+        raise ValueError(f"time_dim={time_dim} disagrees with the given time_encoder "
+                         f"(its time_dim={time_encoder.time_dim})")
     return time_encoder
 
 
-def check_heads(out_feats: int, num_heads: int) -> int:
-    """Check that ``out_feats`` splits into ``num_heads`` heads; return the head width."""
+def check_heads(out_dim: int, num_heads: int) -> int:
+    """Check that ``out_dim`` splits into ``num_heads`` heads; return the head width."""
     if not isinstance(num_heads, int) or num_heads < 1:
         raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
-    if not isinstance(out_feats, int) or out_feats < 1 or out_feats % num_heads:
-        raise ValueError(f"out_feats ({out_feats!r}) must be a positive multiple of "
+    if not isinstance(out_dim, int) or out_dim < 1 or out_dim % num_heads:
+        raise ValueError(f"out_dim ({out_dim!r}) must be a positive multiple of "
                          f"num_heads ({num_heads})")
-    return out_feats // num_heads
+    return out_dim // num_heads
 
 
 def reset_attention(projections, merge) -> None:

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._common import AGG_MODES, check_heads
+from .._deprecation import renamed_kwargs
+from ._common import AGG_MODES, WIDTH_RENAMES, check_heads
 from ._slots import SlotAverage, SlotScores, slot_product
 
 __all__ = ["PathAggregator"]
@@ -34,8 +35,8 @@ def _path_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class PathAggregator(nn.Module):
     r"""Combine the path representations of each root into :math:`h_{DFS}` (tBDFS, DFS step 2).
 
-    With ``paths_agg='attn'`` the root's BFS embedding is the query and its non-empty paths
-    :math:`r_p` the keys and values:
+    With ``across_paths_agg='attn'`` the root's BFS embedding is the query and its non-empty
+    paths :math:`r_p` the keys and values:
 
     .. math::
         \beta^{(m)}_p = \mathrm{softmax}_{p\ \mathrm{non\text{-}empty}}
@@ -43,22 +44,24 @@ class PathAggregator(nn.Module):
         h_{DFS} = W_O \big\Vert_{m=1}^{M} \sum_p \beta^{(m)}_p r_p + b_O
 
     (the value map of each head is folded into :math:`W_O`, a linear map of a linear map
-    adding nothing).  With ``paths_agg='mean'``, :math:`h_{DFS} = W_O\,\mathrm{mean}_p r_p + b_O`
-    over the non-empty paths.  A root without any non-empty path gets :math:`h_{DFS} = 0`.
+    adding nothing).  With ``across_paths_agg='mean'``,
+    :math:`h_{DFS} = W_O\,\mathrm{mean}_p r_p + b_O` over the non-empty paths.  A root without
+    any non-empty path gets :math:`h_{DFS} = 0`.
 
     Parameters
     ----------
-    in_feats : int
+    in_dim : int
         Width of the path representations.
-    out_feats : int
+    out_dim : int
         Output width.
     num_heads : int, optional
-        Attention heads; ``in_feats`` must be a multiple of it (key width
-        ``in_feats // num_heads``).  Default: ``2``.
-    query_feats : int, optional
-        Width of the query (BFS embedding).  Default: ``in_feats``.
-    paths_agg : {'attn', 'mean'}, optional
-        Aggregation over paths.  Default: ``'attn'``.
+        Attention heads; ``in_dim`` must be a multiple of it (key width
+        ``in_dim // num_heads``).  Default: ``2``.
+    query_dim : int, optional
+        Width of the query (BFS embedding).  Default: ``in_dim``.
+    across_paths_agg : {'attn', 'mean'}, optional
+        Aggregation across a root's paths (``paths_agg`` before: deprecated).
+        Default: ``'attn'``.
     attn_drop : float, optional
         Dropout on the attention weights.  Default: ``0``.
 
@@ -69,33 +72,35 @@ class PathAggregator(nn.Module):
     batched matrix product with the raw path representations.
     """
 
+    @renamed_kwargs(WIDTH_RENAMES, paths_agg="across_paths_agg")
     def __init__(
         self,
-        in_feats: int,
-        out_feats: int,
+        in_dim: int,
+        out_dim: int,
         num_heads: int = 2,
-        query_feats: Optional[int] = None,
-        paths_agg: str = "attn",
+        query_dim: Optional[int] = None,
+        across_paths_agg: str = "attn",
         attn_drop: float = 0.0,
     ) -> None:
         super().__init__()
-        if paths_agg not in AGG_MODES:
-            raise ValueError(f"paths_agg must be one of {AGG_MODES}, got {paths_agg!r}")
-        self._in_feats = in_feats
-        self._out_feats = out_feats
+        if across_paths_agg not in AGG_MODES:
+            raise ValueError(f"across_paths_agg must be one of {AGG_MODES}, "
+                             f"got {across_paths_agg!r}")
+        self._in_dim = in_dim
+        self._out_dim = out_dim
         self._num_heads = num_heads
-        self._head_feats = check_heads(in_feats, num_heads)
-        self._query_feats = in_feats if query_feats is None else query_feats
-        self._paths_agg = paths_agg
-        if paths_agg == "attn":
-            hd = num_heads * self._head_feats
-            self.fc_q = nn.Linear(self._query_feats, hd, bias=False)
-            self.fc_k = nn.Linear(in_feats, hd, bias=False)
-            self.fc_o = nn.Linear(num_heads * in_feats, out_feats)
+        self._head_dim = check_heads(in_dim, num_heads)
+        self._query_dim = in_dim if query_dim is None else query_dim
+        self._across_paths_agg = across_paths_agg
+        if across_paths_agg == "attn":
+            hd = num_heads * self._head_dim
+            self.fc_q = nn.Linear(self._query_dim, hd, bias=False)
+            self.fc_k = nn.Linear(in_dim, hd, bias=False)
+            self.fc_o = nn.Linear(num_heads * in_dim, out_dim)
         else:
             self.register_module("fc_q", None)
             self.register_module("fc_k", None)
-            self.fc_o = nn.Linear(in_feats, out_feats)
+            self.fc_o = nn.Linear(in_dim, out_dim)
         self.attn_drop = nn.Dropout(attn_drop)
         self.reset_parameters()
 
@@ -113,11 +118,11 @@ class PathAggregator(nn.Module):
         Parameters
         ----------
         path_feat : torch.Tensor
-            ``[B, P, in_feats]`` path representations :math:`r_p`, or, with ``path_proj``,
+            ``[B, P, in_dim]`` path representations :math:`r_p`, or, with ``path_proj``,
             ``[B, P, path_proj.in_features]`` vectors :math:`u_p` such that
             :math:`r_p = ` ``path_proj(`` :math:`u_p` ``)``.
         query : torch.Tensor
-            ``[B, query_feats]`` BFS embeddings of the roots.
+            ``[B, query_dim]`` BFS embeddings of the roots.
         mask : torch.Tensor
             bool ``[B, P]``, ``True`` for non-empty paths.
         path_proj : torch.nn.Linear, optional
@@ -130,13 +135,13 @@ class PathAggregator(nn.Module):
         Returns
         -------
         torch.Tensor
-            ``[B, out_feats]``; zero rows for roots without a non-empty path.
+            ``[B, out_dim]``; zero rows for roots without a non-empty path.
         """
         B, P, _ = path_feat.shape
-        D = self._in_feats
+        D = self._in_dim
         has_path = mask.any(dim=1, keepdim=True)  # [B, 1]
-        if self._paths_agg == "attn":
-            H, dk = self._num_heads, self._head_feats
+        if self._across_paths_agg == "attn":
+            H, dk = self._num_heads, self._head_dim
             q = self.fc_q(query).view(B, H, dk)
             wk = self.fc_k.weight.view(H, dk, D)
             q_pull = torch.einsum("bhd,hdw->bhw", q, wk) / math.sqrt(dk)  # [B, H, D]
@@ -159,5 +164,5 @@ class PathAggregator(nn.Module):
         return self.fc_o(agg.reshape(B, -1)) * has_path.to(agg.dtype)
 
     def extra_repr(self) -> str:
-        return (f"in_feats={self._in_feats}, out_feats={self._out_feats}, "
-                f"num_heads={self._num_heads}, paths_agg={self._paths_agg!r}")
+        return (f"in_dim={self._in_dim}, out_dim={self._out_dim}, "
+                f"num_heads={self._num_heads}, across_paths_agg={self._across_paths_agg!r}")

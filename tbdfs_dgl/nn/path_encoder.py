@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._common import (AGG_MODES, check_heads, masked_softmax, reset_attention,
+from .._deprecation import renamed_kwargs
+from ._common import (AGG_MODES, WIDTH_RENAMES, check_heads, masked_softmax, reset_attention,
                       resolve_time_encoder)
 from ._slots import SlotScores, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
@@ -120,7 +121,8 @@ class PathEncoder(nn.Module):
     :math:`t`, node :math:`j_h` contributes
     :math:`z_h = [h_{j_h} \| x_{e_h} \| \Phi(t - t_{j_h})]` where :math:`e_h` is the edge that
     reached :math:`j_h` and :math:`t` is the *root's* time (not the parent's); the root
-    contributes :math:`z_0 = [h_i \| 0 \| \Phi(0)]`.  With ``path_agg='attn'``
+    contributes :math:`z_0 = [h_i \| 0 \| \Phi(0)]`.  With ``within_path_agg='attn'``
+    (attention over the path's nodes)
 
     .. math::
         q &= W_Q [h_i \| 0 \| \Phi(0)], \quad
@@ -129,25 +131,26 @@ class PathEncoder(nn.Module):
         r_p &= W_2\,\mathrm{ReLU}\left(W_1 \left[h_i \,\Big\|\,
             \big\Vert_m \textstyle\sum_h \alpha^{(m)}_h (W_V z_h)^{(m)}\right] + b_1\right) + b_2
 
-    and with ``path_agg='mean'`` the weights :math:`\alpha_h` are uniform over the present
-    nodes (the paper's path-average ablation).  Missing hops never contribute; the root is
+    and with ``within_path_agg='mean'`` the weights :math:`\alpha_h` are uniform over the
+    present nodes (the paper's path-average ablation).  Missing hops never contribute; the root is
     always present, so an empty path still has a finite representation.
 
     Parameters
     ----------
-    in_feats : int
+    in_dim : int
         Width of the node features (the query's too).
-    out_feats : int
+    out_dim : int
         Output width; a multiple of ``num_heads``.
     num_heads : int, optional
-        Attention heads, of width ``out_feats // num_heads``.  Default: ``2``.
-    edge_feats : int, optional
+        Attention heads, of width ``out_dim // num_heads``.  Default: ``2``.
+    edge_dim : int, optional
         Edge feature width (``0``: none).  Default: ``0``.
-    time_feats : int, optional
+    time_dim : int, optional
         Width of :math:`\Phi` (checked against ``time_encoder`` if both given).
         Default: ``100``.
-    path_agg : {'attn', 'mean'}, optional
-        Aggregation along a path.  Default: ``'attn'``.
+    within_path_agg : {'attn', 'mean'}, optional
+        Aggregation within each path, over its nodes (``path_agg`` before: deprecated).
+        Default: ``'attn'``.
     feat_drop, attn_drop : float, optional
         Dropout on the merge's hidden layer / on the attention weights.  Default: ``0``.
     time_encoder : TimeEncoder, optional
@@ -165,42 +168,44 @@ class PathEncoder(nn.Module):
     layer tables, once per sampled instance instead of once per slot.
     """
 
+    @renamed_kwargs(WIDTH_RENAMES, path_agg="within_path_agg")
     def __init__(
         self,
-        in_feats: int,
-        out_feats: int,
+        in_dim: int,
+        out_dim: int,
         num_heads: int = 2,
-        edge_feats: int = 0,
-        time_feats: Optional[int] = None,
-        path_agg: str = "attn",
+        edge_dim: int = 0,
+        time_dim: Optional[int] = None,
+        within_path_agg: str = "attn",
         feat_drop: float = 0.0,
         attn_drop: float = 0.0,
         time_encoder: Optional[TimeEncoder] = None,
     ) -> None:
         super().__init__()
-        if path_agg not in AGG_MODES:
-            raise ValueError(f"path_agg must be one of {AGG_MODES}, got {path_agg!r}")
-        if edge_feats < 0:
-            raise ValueError(f"edge_feats must be >= 0, got {edge_feats}")
-        self._in_feats = in_feats
-        self._out_feats = out_feats
+        if within_path_agg not in AGG_MODES:
+            raise ValueError(f"within_path_agg must be one of {AGG_MODES}, "
+                             f"got {within_path_agg!r}")
+        if edge_dim < 0:
+            raise ValueError(f"edge_dim must be >= 0, got {edge_dim}")
+        self._in_dim = in_dim
+        self._out_dim = out_dim
         self._num_heads = num_heads
-        self._head_feats = check_heads(out_feats, num_heads)
-        self._edge_feats = edge_feats
-        self._path_agg = path_agg
-        self.time_encoder = resolve_time_encoder(time_feats, time_encoder)
-        self._time_feats = self.time_encoder.effective_dim
-        hd = num_heads * self._head_feats
-        key_in = in_feats + edge_feats + self._time_feats
-        if path_agg == "attn":
-            self.fc_q = nn.Linear(in_feats + self._time_feats, hd, bias=False)
+        self._head_dim = check_heads(out_dim, num_heads)
+        self._edge_dim = edge_dim
+        self._within_path_agg = within_path_agg
+        self.time_encoder = resolve_time_encoder(time_dim, time_encoder)
+        self._time_dim = self.time_encoder.effective_dim
+        hd = num_heads * self._head_dim
+        key_in = in_dim + edge_dim + self._time_dim
+        if within_path_agg == "attn":
+            self.fc_q = nn.Linear(in_dim + self._time_dim, hd, bias=False)
             self.fc_k = nn.Linear(key_in, hd, bias=False)
         else:
             self.register_module("fc_q", None)
             self.register_module("fc_k", None)
         self.fc_v = nn.Linear(key_in, hd, bias=False)
-        self.fc1 = nn.Linear(in_feats + hd, out_feats)
-        self.fc2 = nn.Linear(out_feats, out_feats)
+        self.fc1 = nn.Linear(in_dim + hd, out_dim)
+        self.fc2 = nn.Linear(out_dim, out_dim)
         self.feat_drop = nn.Dropout(feat_drop)
         self.attn_drop = nn.Dropout(attn_drop)
         self.reset_parameters()
@@ -218,7 +223,7 @@ class PathEncoder(nn.Module):
     ) -> List[Tuple[torch.Tensor, slice]]:
         """Raw per-slot inputs ``[B, P, L, w]`` with their column range in ``fc_k``/``fc_v``."""
         B, P, L = paths.src_index.shape
-        D, E, T = self._in_feats, self._edge_feats, self._time_feats
+        D, E, T = self._in_dim, self._edge_dim, self._time_dim
         # Empty slots read row 0 / edge 0 / Δt = 0 whatever they hold: finite values that
         # the zero weights below discard (cheaper than masking the wide tensors).
         mask = paths.mask
@@ -236,7 +241,7 @@ class PathEncoder(nn.Module):
         if edge_feat is not None and E and edge_feat.numel():
             if edge_feat.shape[-1] != E:
                 raise ValueError(f"edge_feat has width {edge_feat.shape[-1]}, the module "
-                                 f"expects edge_feats={E}")
+                                 f"expects edge_dim={E}")
             if edge_feat.dim() == 4:  # already gathered per slot
                 if edge_feat.shape[:3] != (B, P, L):
                     raise ValueError(f"per-slot edge_feat must be [{B}, {P}, {L}, {E}], got "
@@ -269,18 +274,18 @@ class PathEncoder(nn.Module):
         paths : PathBatch
             ``[B, P, L]`` path tensors (``src_index``, ``eids``, ``ts``, ``mask`` are read).
         feat : torch.Tensor or sequence of torch.Tensor or None
-            Node features of the path hops: one ``[N, in_feats]`` tensor indexed by
+            Node features of the path hops: one ``[N, in_dim]`` tensor indexed by
             ``paths.src_index`` for every hop, or ``L`` tensors where ``feat[h]`` is indexed
             by ``paths.src_index[..., h]`` (hop ``h + 1``).
             ``None`` stands for all-zero node inputs (featureless graphs), whose terms
             are skipped.
         query_feat : torch.Tensor
-            ``[B, in_feats]`` features :math:`h_i` of the roots (query and hop 0).
+            ``[B, in_dim]`` features :math:`h_i` of the roots (query and hop 0).
         root_times : torch.Tensor
             ``[B]`` query times of the roots (float64 preferred).
         edge_feat : torch.Tensor, optional
-            ``[E, edge_feats]`` edge features indexed by ``paths.eids``, or the same already
-            gathered per slot, ``[B, P, L, edge_feats]``; zeros if omitted.
+            ``[E, edge_dim]`` edge features indexed by ``paths.eids``, or the same already
+            gathered per slot, ``[B, P, L, edge_dim]``; zeros if omitted.
         project : bool, optional
             ``False`` stops before the merge's last linear map ``fc2`` and returns the
             hidden layer :math:`u_p`, with :math:`r_p = \mathrm{fc2}(u_p)`.  A consumer
@@ -291,12 +296,12 @@ class PathEncoder(nn.Module):
         Returns
         -------
         torch.Tensor
-            ``[B, P, out_feats]``, one representation per path slot (finite for empty
+            ``[B, P, out_dim]``, one representation per path slot (finite for empty
             slots, which callers should mask out with ``paths.mask.any(-1)``).
         """
         B, P, L = paths.src_index.shape
-        H, dk = self._num_heads, self._head_feats
-        D, E, T = self._in_feats, self._edge_feats, self._time_feats
+        H, dk = self._num_heads, self._head_dim
+        D, E, T = self._in_dim, self._edge_dim, self._time_dim
         mask = paths.mask
         parts = self._slot_inputs(paths, feat, root_times, edge_feat)
         # Root input z_0 = [h_i ‖ 0 ‖ Φ(0)]: the zero edge part is left out.
@@ -305,7 +310,7 @@ class PathEncoder(nn.Module):
             phi0 = self.time_encoder(root_times.new_zeros(1, dtype=torch.float64))
             root_parts.append((phi0.expand(B, T), slice(D + E, D + E + T)))
 
-        if self._path_agg == "attn":
+        if self._within_path_agg == "attn":
             q = F.linear(query_feat, self.fc_q.weight[:, :D])
             if T:
                 q = q + F.linear(phi0, self.fc_q.weight[:, D:])
@@ -364,18 +369,18 @@ class PathEncoder(nn.Module):
             ``p`` in mixed radix with hop 0 most significant (the sampler's path layout
             when the tables are as wide as its fanouts).
         feat : torch.Tensor or sequence of torch.Tensor or None
-            Node features of the sampled instances: one ``[N, in_feats]`` tensor indexed by
+            Node features of the sampled instances: one ``[N, in_dim]`` tensor indexed by
             source positions (valid in every layer, e.g. ``layers[0]``'s sources), or ``L``
             tensors where ``feat[h]`` is indexed by the source positions of hop ``h``'s
             table ``layers[L - 1 - h]`` (the instances reached at hop ``h + 1``).  ``None``
             stands for all-zero node inputs, whose terms are skipped.
         query_feat : torch.Tensor
-            ``[B, in_feats]`` features :math:`h_i` of the roots.
+            ``[B, in_dim]`` features :math:`h_i` of the roots.
         root_times : torch.Tensor
             ``[B]`` query times of the roots (float64 preferred).
         edge_feat : torch.Tensor or sequence of torch.Tensor, optional
-            ``[num_interactions, edge_feats]`` edge features indexed by the tables' ``eid``,
-            or ``L`` tensors ``[N_dst, k, edge_feats]`` already gathered per table slot, in
+            ``[num_interactions, edge_dim]`` edge features indexed by the tables' ``eid``,
+            or ``L`` tensors ``[N_dst, k, edge_dim]`` already gathered per table slot, in
             the order of ``layers``; zeros if omitted.
         project : bool, optional
             ``False`` returns the hidden layer :math:`u_p` before ``fc2`` (see
@@ -384,7 +389,7 @@ class PathEncoder(nn.Module):
         Returns
         -------
         (torch.Tensor, torch.Tensor)
-            ``[B, P, out_feats]`` path representations (finite in empty slots) and the bool
+            ``[B, P, out_dim]`` path representations (finite in empty slots) and the bool
             ``[B, P]`` path mask, ``True`` where the slot holds a root-to-leaf chain (equal
             to ``paths.mask.any(-1)`` of the same tree).
 
@@ -423,8 +428,8 @@ class PathEncoder(nn.Module):
         if L == 0:
             raise ValueError("encode_tree needs at least one layer table")
         B = query_feat.shape[0]
-        H, dk = self._num_heads, self._head_feats
-        D, E, T = self._in_feats, self._edge_feats, self._time_feats
+        H, dk = self._num_heads, self._head_dim
+        D, E, T = self._in_dim, self._edge_dim, self._time_dim
         device = query_feat.device
         tables = list(layers)[::-1]  # hop order: tables[h] is hop h
         if tables[0].num_dst < B:
@@ -458,7 +463,7 @@ class PathEncoder(nn.Module):
             root_parts.append((phi0.expand(B, T), slice(D + E, D + E + T)))
         v_root = sum(F.linear(x, self.fc_v.weight[:, c]) for x, c in root_parts)
         v_root = v_root.view(B, 1, H, dk).to(sdtype)
-        attn = self._path_agg == "attn"
+        attn = self._within_path_agg == "attn"
         if attn:
             q = F.linear(query_feat, self.fc_q.weight[:, :D])
             if T:
@@ -568,6 +573,6 @@ class PathEncoder(nn.Module):
         return (self.fc2(hidden) if project else hidden), valid
 
     def extra_repr(self) -> str:
-        return (f"in_feats={self._in_feats}, out_feats={self._out_feats}, "
-                f"num_heads={self._num_heads}, edge_feats={self._edge_feats}, "
-                f"time_feats={self._time_feats}, path_agg={self._path_agg!r}")
+        return (f"in_dim={self._in_dim}, out_dim={self._out_dim}, "
+                f"num_heads={self._num_heads}, edge_dim={self._edge_dim}, "
+                f"time_dim={self._time_dim}, within_path_agg={self._within_path_agg!r}")

@@ -12,9 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._deprecation import renamed_kwargs
 from .._dgl import require_dgl
 from ..batch import LayerTable
-from ._common import check_heads, reset_attention, resolve_time_encoder
+from ._common import WIDTH_RENAMES, check_heads, reset_attention, resolve_time_encoder
 from ._slots import SlotAverage, SlotScores, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
 
@@ -106,7 +107,7 @@ class TemporalAttentionConv(nn.Module):
         a_i = \big\Vert_{m=1}^{M} \sum_j \alpha^{(m)}_{ij} v^{(m)}_{ij} \\
         h'_i &= W_2\,\mathrm{ReLU}(W_1 [h_i \| a_i] + b_1) + b_2
 
-    with :math:`M` heads of width :math:`d_k = d_v =` ``out_feats // num_heads``.
+    with :math:`M` heads of width :math:`d_k = d_v =` ``out_dim // num_heads``.
     A destination without in-edges gets :math:`a_i = 0`, so its output is a function of
     :math:`h_i` alone.
 
@@ -117,15 +118,15 @@ class TemporalAttentionConv(nn.Module):
 
     Parameters
     ----------
-    in_feats : int or pair of ints
+    in_dim : int or pair of ints
         Input width of the source (and destination) node features.
-    out_feats : int
+    out_dim : int
         Output width; a multiple of ``num_heads``.
     num_heads : int, optional
         Number of attention heads.  Default: ``2``.
-    edge_feats : int, optional
+    edge_dim : int, optional
         Width of the edge features :math:`x_{ij}` (``0``: none, as if zero).  Default: ``0``.
-    time_feats : int, optional
+    time_dim : int, optional
         Width of :math:`\Phi`; ignored-but-checked when ``time_encoder`` is given.
         Default: ``100``.
     feat_drop : float, optional
@@ -151,37 +152,38 @@ class TemporalAttentionConv(nn.Module):
     300 ms and 500 ms for projecting every slot with :math:`W_K, W_V`.
     """
 
+    @renamed_kwargs(WIDTH_RENAMES)
     def __init__(
         self,
-        in_feats: Union[int, Tuple[int, int]],
-        out_feats: int,
+        in_dim: Union[int, Tuple[int, int]],
+        out_dim: int,
         num_heads: int = 2,
-        edge_feats: int = 0,
-        time_feats: Optional[int] = None,
+        edge_dim: int = 0,
+        time_dim: Optional[int] = None,
         feat_drop: float = 0.0,
         attn_drop: float = 0.0,
         time_encoder: Optional[TimeEncoder] = None,
     ) -> None:
         super().__init__()
-        self._in_src_feats, self._in_dst_feats = _as_pair(in_feats)
-        self._out_feats = out_feats
+        self._in_src_dim, self._in_dst_dim = _as_pair(in_dim)
+        self._out_dim = out_dim
         self._num_heads = num_heads
-        self._head_feats = check_heads(out_feats, num_heads)
-        if edge_feats < 0:
-            raise ValueError(f"edge_feats must be >= 0, got {edge_feats}")
-        self._edge_feats = edge_feats
-        self.time_encoder = resolve_time_encoder(time_feats, time_encoder)
+        self._head_dim = check_heads(out_dim, num_heads)
+        if edge_dim < 0:
+            raise ValueError(f"edge_dim must be >= 0, got {edge_dim}")
+        self._edge_dim = edge_dim
+        self.time_encoder = resolve_time_encoder(time_dim, time_encoder)
         # Φ ≡ 0 without time: its weight columns would be dead, so they are not created.
-        self._time_feats = self.time_encoder.effective_dim
-        hd = num_heads * self._head_feats
-        key_in = self._in_src_feats + edge_feats + self._time_feats
+        self._time_dim = self.time_encoder.effective_dim
+        hd = num_heads * self._head_dim
+        key_in = self._in_src_dim + edge_dim + self._time_dim
         # Query input [h_i ‖ 0 ‖ Φ(0)]: the zero edge part contributes nothing, so W_Q has
         # only the node and time columns.
-        self.fc_q = nn.Linear(self._in_dst_feats + self._time_feats, hd, bias=False)
+        self.fc_q = nn.Linear(self._in_dst_dim + self._time_dim, hd, bias=False)
         self.fc_k = nn.Linear(key_in, hd, bias=False)
         self.fc_v = nn.Linear(key_in, hd, bias=False)
-        self.fc1 = nn.Linear(self._in_dst_feats + hd, out_feats)
-        self.fc2 = nn.Linear(out_feats, out_feats)
+        self.fc1 = nn.Linear(self._in_dst_dim + hd, out_dim)
+        self.fc2 = nn.Linear(out_dim, out_dim)
         self.feat_drop = nn.Dropout(feat_drop)
         self.attn_drop = nn.Dropout(attn_drop)
         self.reset_parameters()
@@ -212,8 +214,8 @@ class TemporalAttentionConv(nn.Module):
             sources), or ``(src, dst)`` features.  ``None`` stands for all-zero node inputs
             (a featureless graph's first layer): the same result, without the node terms.
         edge_feat : torch.Tensor, optional
-            On a table: ``[N_dst, k, edge_feats]``, already gathered per slot (masked slots
-            may hold any finite value).  On a graph: ``[E, edge_feats]`` aligned with its
+            On a table: ``[N_dst, k, edge_dim]``, already gathered per slot (masked slots
+            may hold any finite value).  On a graph: ``[E, edge_dim]`` aligned with its
             edges.  Zeros if omitted.
         dt : torch.Tensor, optional
             Time gaps (destination time minus edge time): ``[N_dst, k]`` on a table
@@ -223,7 +225,7 @@ class TemporalAttentionConv(nn.Module):
         Returns
         -------
         torch.Tensor
-            ``[N_dst, out_feats]``.
+            ``[N_dst, out_dim]``.
         """
         if isinstance(graph, LayerTable):
             return self._forward_table(graph, feat, edge_feat, dt)
@@ -236,12 +238,12 @@ class TemporalAttentionConv(nn.Module):
                      dtype: torch.dtype) -> List[Tuple[torch.Tensor, slice]]:
         """The per-slot raw inputs present, edge features ``x`` then ``Φ(dt)``, each
         ``[N_dst, k, width]``, with the columns of ``fc_k``/``fc_v`` they meet."""
-        D, E, T = self._in_src_feats, self._edge_feats, self._time_feats
+        D, E, T = self._in_src_dim, self._edge_dim, self._time_dim
         parts = []
         if edge_feat is not None:
             if edge_feat.shape[-1] != E:
                 raise ValueError(f"edge_feat has width {edge_feat.shape[-1]}, the layer "
-                                 f"expects edge_feats={E}")
+                                 f"expects edge_dim={E}")
             if edge_feat.dim() != 3 or edge_feat.shape[:2] != dt.shape:
                 raise ValueError(f"on a LayerTable edge_feat must be [N_dst, k, {E}] = "
                                  f"{list(dt.shape) + [E]}, got {list(edge_feat.shape)}")
@@ -279,8 +281,8 @@ class TemporalAttentionConv(nn.Module):
         """
         mask = table.mask
         num_dst, k = mask.shape
-        H, dk, D, Dd = self._num_heads, self._head_feats, self._in_src_feats, self._in_dst_feats
-        T = self._time_feats
+        H, dk, D, Dd = self._num_heads, self._head_dim, self._in_src_dim, self._in_dst_dim
+        T = self._time_dim
         if dt is None or dt is table.dt:  # the table's own gaps are 0 where padded
             dt = table.dt
         else:
@@ -352,15 +354,15 @@ class TemporalAttentionConv(nn.Module):
                 dt = block.edata["dt"]
             _check_edge_inputs(block, edge_feat, dt)
             num_dst = h_dst.shape[0]
-            H, dk, D = self._num_heads, self._head_feats, self._in_src_feats
-            T = self._time_feats
+            H, dk, D = self._num_heads, self._head_dim, self._in_src_dim
+            T = self._time_dim
 
             # Query, then pulled back to key-input space: q~ = W_K^T q / sqrt(dk).
-            q = F.linear(h_dst, self.fc_q.weight[:, : self._in_dst_feats])
+            q = F.linear(h_dst, self.fc_q.weight[:, : self._in_dst_dim])
             if T:
                 phi0 = self.time_encoder(dt.new_zeros(1))
                 phi0 = phi0.to(torch.promote_types(phi0.dtype, q.dtype))
-                q = q + F.linear(phi0, self.fc_q.weight[:, self._in_dst_feats:])
+                q = q + F.linear(phi0, self.fc_q.weight[:, self._in_dst_dim:])
             wk = self.fc_k.weight.view(H, dk, -1)
             q_pull = torch.einsum("nhd,hdw->nhw", q.view(num_dst, H, dk), wk)
             q_pull = q_pull / math.sqrt(dk)
@@ -400,10 +402,10 @@ class TemporalAttentionConv(nn.Module):
                      dtype: torch.dtype) -> Tuple[List[torch.Tensor], slice]:
         """Per-edge raw inputs ``z = [x ‖ Φ(dt)]`` (the parts present) and their columns in
         ``fc_k``/``fc_v``, which are contiguous."""
-        D, E, T = self._in_src_feats, self._edge_feats, self._time_feats
+        D, E, T = self._in_src_dim, self._edge_dim, self._time_dim
         if edge_feat is not None and edge_feat.shape[-1] != E:
             raise ValueError(f"edge_feat has width {edge_feat.shape[-1]}, the layer "
-                             f"expects edge_feats={E}")
+                             f"expects edge_dim={E}")
         z_parts, z_start = [], D + E
         if edge_feat is not None and E:
             z_parts.append(edge_feat.to(dtype))
@@ -432,8 +434,8 @@ class TemporalAttentionConv(nn.Module):
                 dt = block.edata["dt"]
             _check_edge_inputs(block, edge_feat, dt)
             num_dst = block.num_dst_nodes() if block.is_block else block.num_nodes()
-            H, dk, T = self._num_heads, self._head_feats, self._time_feats
-            w1 = self.fc1.weight[:, self._in_dst_feats:]
+            H, dk, T = self._num_heads, self._head_dim, self._time_dim
+            w1 = self.fc1.weight[:, self._in_dst_dim:]
             z_parts, z_col = self._edge_inputs(edge_feat, dt, w1.dtype)
             if not z_parts:  # no input at all: a_i = 0 for every destination
                 agg = w1.new_zeros(num_dst, H * dk)
@@ -442,7 +444,7 @@ class TemporalAttentionConv(nn.Module):
                 if T:
                     phi0 = self.time_encoder(dt.new_zeros(1))
                     phi0 = phi0.to(torch.promote_types(phi0.dtype, w1.dtype))
-                    q = F.linear(phi0, self.fc_q.weight[:, self._in_dst_feats:])
+                    q = F.linear(phi0, self.fc_q.weight[:, self._in_dst_dim:])
                     wk = self.fc_k.weight.view(H, dk, -1)[..., z_col]
                     q_pull = torch.einsum("hd,hdw->hw", q.view(H, dk), wk) / math.sqrt(dk)
                     score = (z @ q_pull.t()).unsqueeze(-1)  # [E, H, 1]
@@ -459,6 +461,6 @@ class TemporalAttentionConv(nn.Module):
             return self.fc2(self.feat_drop(hidden))
 
     def extra_repr(self) -> str:
-        return (f"in_feats={self._in_src_feats}, out_feats={self._out_feats}, "
-                f"num_heads={self._num_heads}, edge_feats={self._edge_feats}, "
-                f"time_feats={self._time_feats}")
+        return (f"in_dim={self._in_src_dim}, out_dim={self._out_dim}, "
+                f"num_heads={self._num_heads}, edge_dim={self._edge_dim}, "
+                f"time_dim={self._time_dim}")
