@@ -63,8 +63,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--dyglib", required=True, help="folder of a DyGLib checkout")
     p.add_argument("--data", default="collegemsg")
-    p.add_argument("--data-dir", default=os.environ.get("TBDFS_DATA_DIR",
-                                                        str(ROOT.parent / "shared" / "data")))
+    p.add_argument("--data-dir", default=None,
+                   help="dataset folder (default: tbdfs_dgl.data.default_data_dir(), i.e. "
+                        "$TBDFS_DATA_DIR, else ../shared/data)")
     p.add_argument("--workdir", default=None, help="where the converted data goes "
                    "(default: a new temporary folder)")
     p.add_argument("--steps", default="0,10,20,40")

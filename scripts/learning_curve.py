@@ -218,8 +218,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", default="collegemsg", help="dataset name or path")
-    p.add_argument("--data-dir", default=os.environ.get("TBDFS_DATA_DIR",
-                                                        str(ROOT.parent / "shared" / "data")))
+    p.add_argument("--data-dir", default=None,
+                   help="dataset folder (default: tbdfs_dgl.data.default_data_dir(), i.e. "
+                        "$TBDFS_DATA_DIR, else ../shared/data)")
     p.add_argument("--alpha", default="1,0.5")
     p.add_argument("--fanouts", default="20,20")
     p.add_argument("--strategy", default="recent")

@@ -19,6 +19,7 @@ _LAZY = {
     "TemporalGraph": ".graph",
     "TemporalSampler": ".sampler",
     "BatchTooLargeError": ".sampler",
+    "DtypeError": "._validate",
     "TBDFSModel": ".model",
     "seed_everything": ".seeding",
 }

@@ -8,7 +8,11 @@ import gzip
 import hashlib
 import http.server
 import os
+import re
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import zipfile
 from collections import deque
@@ -118,6 +122,29 @@ def test_data_package_has_no_torch_or_extension_import_at_module_level():
 def _stdlib():
     import sys
     return set(sys.stdlib_module_names)
+
+
+def test_data_package_and_its_checks_work_without_torch(tmp_path):
+    # the checks are shared with the graph (tbdfs_dgl._validate), which must not pull torch in
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["torch"] = None  # any import of torch now fails
+        import numpy as np
+        from tbdfs_dgl.data import TemporalDataset, load_dataset
+        ds = TemporalDataset(name="t", src=[0, 1], dst=[1, 2], ts=[1, 2], num_nodes=3,
+                             edge_feat=[[1.0], [2.0]])
+        assert ds.ts.dtype == np.int64 and ds.edge_feat.dtype == np.float32
+        try:
+            TemporalDataset(name="t", src=[0], dst=[1], ts=np.ones(1, np.float32), num_nodes=2)
+            raise AssertionError("float32 times accepted")
+        except (TypeError, ValueError) as err:
+            assert "float32" in str(err)
+        assert load_dataset("synthetic").num_edges == 20000
+    """)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
 
 
 # ============================================================================ read_edge_list
@@ -459,6 +486,75 @@ def test_load_dataset_missing_and_unknown(tmp_path, monkeypatch):
     monkeypatch.setenv("TBDFS_DATA_DIR", str(tmp_path / "typo"))
     with pytest.raises(FileNotFoundError, match="typo"):
         load_dataset("wikipedia")
+
+
+def test_load_dataset_sniffs_each_layout(tmp_path):
+    """A path goes to the registered reader its folder, name or first line calls for."""
+    _write_mooc(tmp_path / "act-mooc")
+    ml = tmp_path / "ml"
+    ml.mkdir()
+    u = write(ml / "u.data", "196\t242\t3\t881250949\n186\t302\t3\t891717742\n")
+    z = tmp_path / "ratings.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.write(u, "ml-100k/u.data")
+    tgat = tmp_path / "tgat"
+    tgat.mkdir()
+    _write_tgat(tgat)
+    expected = {
+        tmp_path / "act-mooc": "act-mooc", ml: "movielens-100k", u: "movielens-100k",
+        z: "movielens-100k", tgat: "toy", tgat / "ml_toy.csv": "toy",
+        write(tmp_path / "r.tsv", REDDIT_HEAD + _reddit_row("a", "b", "2014-01-01 00:00:00", 1)):
+            "reddit-hyperlinks",
+        write(tmp_path / "b.csv", BOOKING): "booking",
+        write(tmp_path / "plain.txt", "1 2 3\n"): "plain",
+    }
+    for path, name in expected.items():
+        assert load_dataset(path).name == name, path
+    assert load_dataset(write(tmp_path / "j.csv", JODIE)).bipartite  # JODIE, not an edge list
+    with pytest.raises(ValueError, match="SNAP layout"):  # SNAP by its name: 5 columns refused
+        load_dataset(write(tmp_path / "sx-toy.txt", "1 2 3 4 5\n"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="pass a file instead"):
+        load_dataset(tmp_path / "empty")
+
+
+def _read_toy(path) -> TemporalDataset:
+    rows = [line.split() for line in Path(path).read_text().splitlines()[1:]]
+    src, dst, ts = (np.array(col, np.int64) for col in zip(*rows))
+    return TemporalDataset(name="toy-from-its-reader", src=src, dst=dst, ts=ts,
+                           num_nodes=int(max(src.max(), dst.max())) + 1, source=str(path))
+
+
+def test_a_registered_reader_is_found_by_name_alias_sniffer_and_source(tmp_path):
+    from tbdfs_dgl.data import DATASET_NAMES, DatasetSource, register_reader, unregister_reader
+
+    (tmp_path / "www").mkdir()
+    www = write(tmp_path / "www" / "toy.tsv", "#toy v1\n0 1 5\n1 2 7\n")
+    data = tmp_path / "data"
+    register_reader("toy-format", files=("toy/toy.tsv",), aliases=("toyfmt",),
+                    sniff=lambda path, first_line: first_line.startswith("#toy"),
+                    source=DatasetSource(www.as_uri(), "toy/toy.tsv"))(_read_toy)
+    try:
+        assert "toy-format" in DATASET_NAMES and SOURCES["toy-format"].url == www.as_uri()
+        with pytest.raises(FileNotFoundError, match=re.escape(str(data / "toy" / "toy.tsv"))):
+            load_dataset("toy-format", data_dir=data)
+        assert fetch_dataset("toy-format", data, progress=False) == data / "toy" / "toy.tsv"
+        for name in ("toy-format", "Toy_Format", "TOYFMT"):
+            ds = load_dataset(name, data_dir=data)
+            assert ds.name == "toy-from-its-reader" and ds.ts.tolist() == [5, 7]
+        assert load_dataset(www).name == "toy-from-its-reader"  # sniffed
+        with pytest.raises(ValueError, match="already names a dataset"):
+            register_reader("wiki", files=("w.csv",))(_read_toy)
+        with pytest.raises(ValueError, match="already names a dataset"):
+            register_reader("other", files=("o.csv",), aliases=("toyfmt",))(_read_toy)
+        with pytest.raises(ValueError, match="pass files"):
+            register_reader("other")
+    finally:
+        unregister_reader(_read_toy)
+    assert "toy-format" not in DATASET_NAMES and "toy-format" not in SOURCES
+    with pytest.raises(ValueError, match="unknown dataset 'toyfmt'"):
+        load_dataset("toyfmt", data_dir=data)
+    assert load_dataset(www).name == "toy"  # read_edge_list: the comment line is skipped
 
 
 # ============================================================================ shared real files

@@ -122,3 +122,32 @@ def test_empty_graph():
     assert g.num_nodes == 0 and g.num_edges == 0
     g = TemporalGraph(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), num_nodes=3)
     assert g.to_dgl().num_nodes() == 3
+
+
+@pytest.mark.parametrize("bad, error", [
+    (dict(ts=np.array([1, 2, 3], np.float32)), "DtypeError"),
+    (dict(src=[0.0, 1.0, 2.0]), "DtypeError"),
+    (dict(ts=["a", "b", "c"]), "DtypeError"),
+    (dict(feat=np.array([["a"], ["b"], ["c"]])), "DtypeError"),
+    (dict(ts=[1.0, np.nan, 2.0]), "ValueError"),
+    (dict(src=[0, -1, 2]), "ValueError"),
+    (dict(src=[[0, 1, 2]]), "ValueError"),
+    (dict(feat=np.ones((2, 1))), "ValueError"),
+    (dict(feat=np.array([[1.0], [np.inf], [0.0]])), "ValueError"),
+])
+def test_graph_and_dataset_reject_bad_input_with_the_same_exception(bad, error):
+    """One validation module: the same problem raises the same exception type in both."""
+    from tbdfs_dgl._validate import DtypeError
+    from tbdfs_dgl.data import TemporalDataset
+
+    kw = dict(src=[0, 1, 2], dst=[1, 2, 0], ts=[1.0, 2.0, 2.0], feat=None)
+    kw.update(bad)
+    with pytest.raises(ValueError) as from_dataset:
+        TemporalDataset(name="t", src=kw["src"], dst=kw["dst"], ts=kw["ts"], num_nodes=3,
+                        edge_feat=kw["feat"])
+    with pytest.raises((TypeError, ValueError)) as from_graph:
+        TemporalGraph(kw["src"], kw["dst"], kw["ts"], 3, kw["feat"])
+    assert type(from_dataset.value) is type(from_graph.value)
+    assert type(from_graph.value).__name__ == error
+    if error == "DtypeError":  # a TypeError that every `except ValueError` also catches
+        assert isinstance(from_graph.value, TypeError) and issubclass(DtypeError, ValueError)

@@ -7,6 +7,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .._deprecation import deprecated_alias
+from .._validate import feature_array, index_array, time_values
 
 __all__ = ["TemporalDataset", "sort_by_time"]
 
@@ -20,48 +21,6 @@ def sort_by_time(ts: np.ndarray) -> Optional[np.ndarray]:
     if ts.size < 2 or bool(np.all(ts[1:] >= ts[:-1])):
         return None
     return np.argsort(ts, kind="stable")
-
-
-def _as_ids(name: str, a: Any) -> np.ndarray:
-    a = np.asarray(a)
-    if a.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
-    if a.size and a.dtype.kind not in "iu":
-        raise ValueError(f"{name} must hold integer node ids, got dtype {a.dtype}")
-    return np.ascontiguousarray(a, dtype=np.int64)
-
-
-def _as_times(a: Any) -> np.ndarray:
-    a = np.asarray(a)
-    if a.ndim != 1:
-        raise ValueError(f"ts must be one-dimensional, got shape {a.shape}")
-    if a.dtype.kind in "iu" or (a.size == 0 and a.dtype.kind != "f"):
-        return np.ascontiguousarray(a, dtype=np.int64)
-    if a.dtype == np.float64:
-        return np.ascontiguousarray(a)
-    if a.dtype.kind == "f":
-        # float32 cannot tell apart Unix seconds less than ~2 minutes apart; refuse rather
-        # than hand the sampler timestamps that already lost their order information.
-        raise ValueError(f"ts must be int64 or float64, got {a.dtype} (too coarse for "
-                         "timestamps); convert the source values to float64 before rounding")
-    raise ValueError(f"ts must be numeric, got dtype {a.dtype}")
-
-
-def _as_features(name: str, a: Any, rows: int, rows_name: str) -> Optional[np.ndarray]:
-    if a is None:
-        return None
-    a = np.asarray(a)
-    if a.ndim == 1:
-        a = a[:, None]
-    if a.ndim != 2 or a.shape[0] != rows:
-        raise ValueError(f"{name} must have shape [{rows_name}={rows}, d], got {a.shape}")
-    if a.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be numeric, got dtype {a.dtype}")
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    if not np.isfinite(a).all():
-        r = int(np.flatnonzero(~np.isfinite(a).all(axis=1))[0])
-        raise ValueError(f"{name} row {r} holds a NaN or infinite value")
-    return a
 
 
 @dataclass(eq=False, repr=False, kw_only=True)
@@ -104,8 +63,12 @@ class TemporalDataset:
     Raises
     ------
     ValueError
-        If any array has the wrong shape or dtype, an id is outside ``[0, num_nodes)``,
-        a time is NaN/infinite or times are not sorted.
+        If any array has the wrong shape, an id is outside ``[0, num_nodes)``, a time is
+        NaN/infinite or times are not sorted.
+    tbdfs_dgl.DtypeError
+        If an array has the wrong dtype (float ids, float32 times, text features): the
+        checks :class:`~tbdfs_dgl.TemporalGraph` makes too.  It is both a ``TypeError``
+        and a ``ValueError``, so ``except ValueError`` still catches it.
     """
 
     name: str
@@ -123,33 +86,27 @@ class TemporalDataset:
     original_ids: Optional[np.ndarray] = None
 
     def __post_init__(self) -> None:
-        self.src = _as_ids("src", self.src)
-        self.dst = _as_ids("dst", self.dst)
-        self.ts = _as_times(self.ts)
+        if isinstance(self.num_nodes, bool) or int(self.num_nodes) != self.num_nodes \
+                or self.num_nodes < 0:
+            raise ValueError(f"num_nodes must be a non-negative integer, got {self.num_nodes!r}")
+        self.num_nodes = N = int(self.num_nodes)
+        self.src = index_array(self.src, "src", upper=N, upper_name="num_nodes")
+        self.dst = index_array(self.dst, "dst", upper=N, upper_name="num_nodes")
+        ts = time_values(self.ts, "ts")
+        # integer times stay integers: Unix seconds exactly as the source wrote them
+        self.ts = np.ascontiguousarray(ts, dtype=np.int64) if ts.dtype.kind in "iu" else ts
         E = self.src.shape[0]
         if self.dst.shape[0] != E or self.ts.shape[0] != E:
             raise ValueError(f"src, dst and ts must have equal length, got {E}, "
                              f"{self.dst.shape[0]} and {self.ts.shape[0]}")
-        if isinstance(self.num_nodes, bool) or int(self.num_nodes) != self.num_nodes \
-                or self.num_nodes < 0:
-            raise ValueError(f"num_nodes must be a non-negative integer, got {self.num_nodes!r}")
-        self.num_nodes = int(self.num_nodes)
-        N = self.num_nodes
-        for nm, a in (("src", self.src), ("dst", self.dst)):
-            if E and (a.min() < 0 or a.max() >= N):
-                bad = int(np.flatnonzero((a < 0) | (a >= N))[0])
-                raise ValueError(f"{nm}[{bad}] = {int(a[bad])} is outside [0, num_nodes={N})")
-        if self.ts.dtype.kind == "f" and E and not np.isfinite(self.ts).all():
-            bad = int(np.flatnonzero(~np.isfinite(self.ts))[0])
-            raise ValueError(f"ts[{bad}] = {self.ts[bad]} is not a finite time")
         if E > 1:
             down = np.flatnonzero(self.ts[1:] < self.ts[:-1])
             if down.size:
                 i = int(down[0])
                 raise ValueError(f"ts must be sorted: ts[{i}] = {self.ts[i]} > ts[{i + 1}] = "
                                  f"{self.ts[i + 1]} (sort rows stably with sort_by_time)")
-        self.edge_feat = _as_features("edge_feat", self.edge_feat, E, "E")
-        self.node_feat = _as_features("node_feat", self.node_feat, N, "num_nodes")
+        self.edge_feat = feature_array(self.edge_feat, "edge_feat", E)
+        self.node_feat = feature_array(self.node_feat, "node_feat", N)
         if self.labels is not None:
             self.labels = np.asarray(self.labels)
             if self.labels.shape != (E,):
@@ -182,9 +139,9 @@ class TemporalDataset:
         # so a table with too few rows fails here, by name, not as an IndexError in a model.
         if self.__dict__.get("_checked"):
             if name == "edge_feat":
-                value = _as_features("edge_feat", value, int(self.src.shape[0]), "E")
+                value = feature_array(value, "edge_feat", int(self.src.shape[0]))
             elif name == "node_feat":
-                value = _as_features("node_feat", value, int(self.num_nodes), "num_nodes")
+                value = feature_array(value, "node_feat", int(self.num_nodes))
         object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------------ sizes

@@ -41,36 +41,10 @@ class DatasetSource:
     note: str = ""
 
 
-_SNAP = "https://snap.stanford.edu/data"
-#: Public locations of the files the readers understand, keyed by dataset name.
-SOURCES: Dict[str, DatasetSource] = {
-    "wikipedia": DatasetSource("http://snap.stanford.edu/jodie/wikipedia.csv", "wikipedia.csv",
-                               note="JODIE Wikipedia edits with 172 LIWC features and ban "
-                                    "labels (about 530 MB); read with read_jodie_csv"),
-    "reddit": DatasetSource("http://snap.stanford.edu/jodie/reddit.csv", "reddit.csv",
-                            note="JODIE Reddit posts; read with read_jodie_csv"),
-    "reddit-hyperlinks": DatasetSource(f"{_SNAP}/soc-redditHyperlinks-body.tsv",
-                                       "soc-redditHyperlinks-body.tsv",
-                                       note="SNAP subreddit hyperlinks; read_reddit_hyperlinks"),
-    "act-mooc": DatasetSource(f"{_SNAP}/act-mooc.tar.gz", "act-mooc.tar.gz",
-                              note="SNAP MOOC actions; extracted, then read_act_mooc"),
-    "movielens-100k": DatasetSource("https://files.grouplens.org/datasets/movielens/ml-100k.zip",
-                                    "ml-100k.zip", note="GroupLens; read_movielens"),
-    "movielens-1m": DatasetSource("https://files.grouplens.org/datasets/movielens/ml-1m.zip",
-                                  "ml-1m.zip", note="GroupLens; read_movielens"),
-    "collegemsg": DatasetSource(f"{_SNAP}/CollegeMsg.txt.gz", "collegemsg/CollegeMsg.txt.gz",
-                                note="SNAP CollegeMsg; read_snap_temporal"),
-    "email-eu": DatasetSource(f"{_SNAP}/email-Eu-core-temporal.txt.gz",
-                              "email-eu/email-Eu-core-temporal.txt.gz",
-                              note="SNAP email-Eu-core-temporal; read_snap_temporal"),
-    "bitcoin-otc": DatasetSource(f"{_SNAP}/soc-sign-bitcoinotc.csv.gz",
-                                 "bitcoin-otc/soc-sign-bitcoinotc.csv.gz",
-                                 note="SNAP Bitcoin OTC ratings; read_snap_temporal"),
-    "booking": DatasetSource(None, "booking_train_set.csv",
-                             note="Booking.com WSDM WebTour 2021 challenge data has no public "
-                                  "URL: it was distributed to registered participants; place "
-                                  "booking_train_set.csv by hand and use read_booking"),
-}
+#: Public locations of the files the readers understand, keyed by dataset name.  Filled by
+#: :func:`~tbdfs_dgl.data.register_reader` (``source=``): the built-in readers register
+#: theirs in :mod:`tbdfs_dgl.data.readers`.
+SOURCES: Dict[str, DatasetSource] = {}
 
 
 class ChecksumError(ValueError):

@@ -19,6 +19,8 @@ import pandas as pd
 
 from ._table import PathLike, Table, read_bytes, read_table, require_file
 from .dataset import TemporalDataset, sort_by_time
+from .download import DatasetSource
+from .registry import Sniffer, register_reader
 
 __all__ = [
     "read_edge_list",
@@ -602,3 +604,128 @@ def read_booking(path: PathLike, drop_hidden: bool = True) -> TemporalDataset:
             raise ValueError(f"{p}: every row has city_id 0 (hidden); nothing to read")
     return _dataset("booking", users, cities, checkin, source=str(p), bipartite=True,
                     edge_feat=nights)
+
+
+# ---------------------------------------------------------------------------- registrations
+def _read_wikipedia_edges(path: PathLike) -> TemporalDataset:
+    """Read the bipartite Wikipedia edge list (``wikipedia-edges.txt.gz``, ``user page ts``).
+
+    Users 1..8227 and pages 8228..9227 become 0..8226 and 8227..9226: the ids that
+    :func:`read_jodie_csv` gives JODIE's full release, so either source yields one
+    numbering.  The edge list has no features or labels.
+    """
+    return read_edge_list(path, bipartite=True, relabel=True, name="wikipedia")
+
+
+def _read_tgat_path(path: Path) -> TemporalDataset:
+    """:func:`read_tgat_processed` for a path: an ``ml_<name>.csv`` or the folder of one set."""
+    if path.is_dir():
+        (csv,) = path.glob("ml_*.csv")
+        return read_tgat_processed(path, csv.name[3:-4])
+    return read_tgat_processed(path.parent, path.name[3:-4])
+
+
+def _is_tgat(p: Path, first_line: str) -> bool:
+    if p.is_dir():
+        return len(list(p.glob("ml_*.csv"))) == 1
+    return p.name.startswith("ml_") and p.name.endswith(".csv")
+
+
+def _is_act_mooc(p: Path, first_line: str) -> bool:
+    return p.is_dir() and (any(p.glob("mooc_actions.tsv")) or any(p.glob("*/mooc_actions.tsv")))
+
+
+def _is_movielens(p: Path, first_line: str) -> bool:
+    if p.is_dir():
+        return any(any(p.glob(f)) for f in ("u.data", "ratings.dat", "ratings.csv"))
+    return zipfile.is_zipfile(p) or p.name in ("u.data", "ratings.dat")
+
+
+def _header(prefix: str) -> Sniffer:
+    return lambda p, first_line: first_line.startswith(prefix)
+
+
+def _named(*prefixes: str) -> Sniffer:
+    return lambda p, first_line: p.name.lower().startswith(prefixes)
+
+
+def _snap_files(folder: str, file: str) -> Tuple[str, ...]:
+    """A SNAP file's places: in its own folder or the data folder, gzip-compressed or not."""
+    return tuple(f"{d}{file}{z}" for d in (f"{folder}/", "") for z in (".gz", ""))
+
+
+def _is_booking(p: Path, first_line: str) -> bool:
+    return all(c in first_line for c in ("user_id", "checkin", "city_id"))
+
+
+_SNAP = "https://snap.stanford.edu/data"
+_JODIE = "http://snap.stanford.edu/jodie"
+_GROUPLENS = "https://files.grouplens.org/datasets/movielens"
+
+# The order of the sniffers below is the order load_dataset tries them on a path: folders
+# (act-mooc, MovieLens, TGAT), then files by name or header; read_edge_list reads the rest.
+register_reader(sniff=_is_act_mooc)(read_act_mooc)
+register_reader(sniff=_is_movielens)(read_movielens)
+register_reader(sniff=_is_tgat)(_read_tgat_path)
+register_reader(sniff=_header("SOURCE_SUBREDDIT"))(read_reddit_hyperlinks)
+register_reader(sniff=_header("user_id,item_id"))(read_jodie_csv)
+register_reader(sniff=_is_booking)(read_booking)
+register_reader(sniff=_named("collegemsg", "email-eu-core-temporal", "soc-sign-bitcoin", "sx-")
+                )(read_snap_temporal)
+
+# Dataset names: where each lies in the data folder and where its publisher releases it.
+register_reader("wikipedia", files=("wikipedia.csv", "wikipedia/wikipedia.csv"),
+                aliases=("wiki",),
+                source=DatasetSource(f"{_JODIE}/wikipedia.csv", "wikipedia.csv",
+                                     note="JODIE Wikipedia edits with 172 LIWC features and ban "
+                                          "labels (about 530 MB); read with read_jodie_csv")
+                )(read_jodie_csv)
+register_reader("wikipedia", files=("wikipedia/wikipedia-edges.txt.gz",
+                                    "wikipedia/wikipedia-edges.txt"))(_read_wikipedia_edges)
+register_reader("reddit", files=("reddit.csv", "reddit/reddit.csv"),
+                source=DatasetSource(f"{_JODIE}/reddit.csv", "reddit.csv",
+                                     note="JODIE Reddit posts; read with read_jodie_csv")
+                )(read_jodie_csv)
+register_reader("collegemsg", files=_snap_files("collegemsg", "CollegeMsg.txt"),
+                aliases=("college-msg",),
+                source=DatasetSource(f"{_SNAP}/CollegeMsg.txt.gz", "collegemsg/CollegeMsg.txt.gz",
+                                     note="SNAP CollegeMsg; read_snap_temporal")
+                )(read_snap_temporal)
+register_reader("email-eu", files=_snap_files("email-eu", "email-Eu-core-temporal.txt"),
+                aliases=("email-eu-core-temporal", "email"),
+                source=DatasetSource(f"{_SNAP}/email-Eu-core-temporal.txt.gz",
+                                     "email-eu/email-Eu-core-temporal.txt.gz",
+                                     note="SNAP email-Eu-core-temporal; read_snap_temporal")
+                )(read_snap_temporal)
+register_reader("bitcoin-otc", files=_snap_files("bitcoin-otc", "soc-sign-bitcoinotc.csv"),
+                aliases=("bitcoinotc",),
+                source=DatasetSource(f"{_SNAP}/soc-sign-bitcoinotc.csv.gz",
+                                     "bitcoin-otc/soc-sign-bitcoinotc.csv.gz",
+                                     note="SNAP Bitcoin OTC ratings; read_snap_temporal")
+                )(read_snap_temporal)
+register_reader("reddit-hyperlinks", files=("soc-redditHyperlinks-body.tsv",
+                                            "reddit-hyperlinks/soc-redditHyperlinks-body.tsv"),
+                source=DatasetSource(f"{_SNAP}/soc-redditHyperlinks-body.tsv",
+                                     "soc-redditHyperlinks-body.tsv",
+                                     note="SNAP subreddit hyperlinks; read_reddit_hyperlinks")
+                )(read_reddit_hyperlinks)
+register_reader("act-mooc", files=("act-mooc",), aliases=("mooc",),
+                source=DatasetSource(f"{_SNAP}/act-mooc.tar.gz", "act-mooc.tar.gz",
+                                     note="SNAP MOOC actions; extracted, then read_act_mooc")
+                )(read_act_mooc)
+register_reader("movielens-100k", files=("ml-100k", "ml-100k.zip"),
+                aliases=("ml-100k", "movielens"),
+                source=DatasetSource(f"{_GROUPLENS}/ml-100k.zip", "ml-100k.zip",
+                                     note="GroupLens; read_movielens")
+                )(read_movielens)
+register_reader("movielens-1m", files=("ml-1m", "ml-1m.zip"), aliases=("ml-1m",),
+                source=DatasetSource(f"{_GROUPLENS}/ml-1m.zip", "ml-1m.zip",
+                                     note="GroupLens; read_movielens")
+                )(read_movielens)
+register_reader("booking", files=("booking_train_set.csv", "booking/booking_train_set.csv"),
+                source=DatasetSource(None, "booking_train_set.csv",
+                                     note="Booking.com WSDM WebTour 2021 challenge data has no "
+                                          "public URL: it was distributed to registered "
+                                          "participants; place booking_train_set.csv by hand "
+                                          "and use read_booking")
+                )(read_booking)
