@@ -11,6 +11,7 @@
 #include "budget.h"
 #include "paths.h"
 #include "sample.h"
+#include "strategy.h"
 #include "tables.h"
 #include "tcsr.h"
 #include "time_encode.h"
@@ -124,7 +125,7 @@ py::tuple input_edges(const TCSR& g) {
 }
 
 py::tuple sample(const TCSR& g, const CArray<int64_t>& nodes, const CArray<double>& times,
-                 std::vector<int64_t> fanouts, bool recent, bool replace, bool strict,
+                 std::vector<int64_t> fanouts, Strategy strategy, bool strict,
                  uint64_t seed, uint64_t stream, int num_threads, bool with_paths,
                  bool with_tables) {
   check_1d(nodes, "nodes");
@@ -134,8 +135,7 @@ py::tuple sample(const TCSR& g, const CArray<int64_t>& nodes, const CArray<doubl
                      std::to_string(nodes.size()) + " and " + std::to_string(times.size()));
   SampleOptions opt;
   opt.fanouts = std::move(fanouts);
-  opt.recent = recent;
-  opt.replace = replace;
+  opt.strategy = strategy;
   opt.strict = strict;
   opt.seed = seed;
   opt.stream = stream;
@@ -274,8 +274,15 @@ PYBIND11_MODULE(_C, m) {
         "Write scale * [cos(w dt), sin(w dt)] (interleaved) for every dt into out [n, 2d].");
   m.def("reduce_phases", &reduce_phases_py, py::arg("w"), py::arg("dt"),
         "Exact w * dt = quadrant * pi/2 + y (quadrant in 0..3, |y| <= pi/4), elementwise.");
+  py::enum_<Strategy>(m, "Strategy",
+                      "How each destination picks its neighbours among its eligible edges.")
+      .value("RECENT", Strategy::kRecent, "the k latest eligible edges (all when fewer)")
+      .value("UNIFORM", Strategy::kUniform,
+             "k distinct eligible edges uniformly at random (all when fewer)")
+      .value("UNIFORM_REPLACE", Strategy::kUniformReplace,
+             "k eligible edges uniformly at random, with replacement");
   m.def("sample", &sample, py::arg("csr"), py::arg("nodes"), py::arg("times"),
-        py::arg("fanouts"), py::arg("recent"), py::arg("replace"), py::arg("strict"),
+        py::arg("fanouts"), py::arg("strategy"), py::arg("strict"),
         py::arg("seed"), py::arg("stream"), py::arg("num_threads"), py::arg("with_paths") = true,
         py::arg("with_tables") = false,
         "Sample an L-layer temporal tree; returns (hops, paths, tables) as numpy arrays\n"

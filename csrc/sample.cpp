@@ -1,6 +1,5 @@
 #include "sample.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -16,95 +15,48 @@ namespace {
 constexpr int64_t kMinChunk = 4096;
 constexpr int64_t kPrefetchAhead = 4;
 
-// Above this many picks Floyd's membership test uses a hash set instead of a scan.
-constexpr int64_t kFloydScanMax = 64;
-
-// Open-addressing set of non-negative offsets, one per thread, reused across destinations:
-// its table grows only when a larger k arrives, so the sampling loop does not allocate.
-class OffsetSet {
- public:
-  // Empties the set and sizes it for up to n insertions (load factor <= 1/2).
-  void reset(int64_t n) {
-    size_t cap = 16;
-    while (cap < static_cast<size_t>(2 * n)) cap <<= 1;
-    if (table_.size() < cap) table_.resize(cap);
-    mask_ = cap - 1;
-    std::fill(table_.begin(), table_.begin() + cap, int64_t{-1});
-  }
-  // Inserts v; returns false when it was already there.
-  bool insert(int64_t v) {
-    size_t i = static_cast<size_t>(mix64(static_cast<uint64_t>(v))) & mask_;
-    while (table_[i] != -1) {
-      if (table_[i] == v) return false;
-      i = (i + 1) & mask_;
-    }
-    table_[i] = v;
-    return true;
-  }
-
- private:
-  std::vector<int64_t> table_;
-  size_t mask_ = 0;
-};
-
-OffsetSet& scratch_set() {
-  thread_local OffsetSet set;
-  return set;
-}
-
-// Writes the chosen offsets into the eligible prefix (ascending) for one destination into
-// out[0..return value).
-int64_t choose(int64_t eligible, int64_t k, const SampleOptions& opt, InstanceRng&& rng,
-               int64_t* out) {
-  if (eligible == 0) return 0;
-  if (opt.recent) {
-    const int64_t take = std::min(k, eligible);
-    for (int64_t i = 0; i < take; ++i) out[i] = eligible - take + i;
-    return take;
-  }
-  if (opt.replace) {
-    for (int64_t i = 0; i < k; ++i) out[i] = static_cast<int64_t>(rng.below(eligible));
-    std::sort(out, out + k);
-    return k;
-  }
-  if (eligible <= k) {
-    for (int64_t i = 0; i < eligible; ++i) out[i] = i;
-    return eligible;
-  }
-  // Floyd's algorithm: k distinct offsets, every k-subset equally likely.  The membership
-  // test is a scan of the picks so far for small k (fastest there) and a hash set above:
-  // both answer the same question, so the draws for a (seed, stream) do not depend on k's
-  // side of the threshold, and the work is O(k) expected instead of O(k^2).
-  if (k <= kFloydScanMax) {
-    int64_t c = 0;
-    for (int64_t j = eligible - k; j < eligible; ++j) {
-      const int64_t t = static_cast<int64_t>(rng.below(j + 1));
-      bool seen = false;
-      for (int64_t i = 0; i < c; ++i) seen |= (out[i] == t);
-      out[c++] = seen ? j : t;
-    }
-  } else {
-    OffsetSet& set = scratch_set();
-    set.reset(k);
-    int64_t c = 0;
-    for (int64_t j = eligible - k; j < eligible; ++j) {
-      const int64_t t = static_cast<int64_t>(rng.below(j + 1));
-      // j itself is never in the set yet (offsets so far are < j), so it is always new.
-      const int64_t v = set.insert(t) ? t : j;
-      if (v == j) set.insert(j);
-      out[c++] = v;
-    }
-  }
-  std::sort(out, out + k);
-  return k;
-}
-
 struct Instances {
   const int64_t* node;
   const double* ts;
   const int64_t* end;
   int64_t size;
 };
+
+// Picks the neighbours of destinations [b, e) with one strategy's chooser, called as
+// choose(eligible window size, destination, out): the absolute CSR positions of d's picks
+// go to picks[d * k..], their number to counts[d].
+template <class Choose>
+void pick_range(const TCSR& g, const Instances& dst, int64_t k, int64_t b, int64_t e,
+                int64_t* picks, int64_t* counts, Choose choose) {
+  for (int64_t d = b; d < e; ++d) {
+    const int64_t lo = g.indptr[dst.node[d]];
+    int64_t* mine = picks + d * k;
+    const int64_t c = choose(dst.end[d] - lo, d, mine);
+    for (int64_t i = 0; i < c; ++i) mine[i] += lo;
+    counts[d] = c;
+  }
+}
+
+// The strategy is looked at here, once per chunk; each destination draws from its own
+// stream, so the result does not depend on how destinations are split into chunks.
+void pick(const TCSR& g, int64_t hop, const Instances& dst, int64_t k, const SampleOptions& opt,
+          int64_t b, int64_t e, int64_t* picks, int64_t* counts) {
+  const auto rng = [&](int64_t d) { return InstanceRng(opt.seed, opt.stream, hop, d); };
+  switch (opt.strategy) {
+    case Strategy::kRecent:
+      return pick_range(g, dst, k, b, e, picks, counts, [&](int64_t n, int64_t, int64_t* out) {
+        return choose_recent(n, k, out);
+      });
+    case Strategy::kUniform:
+      return pick_range(g, dst, k, b, e, picks, counts, [&](int64_t n, int64_t d, int64_t* out) {
+        return choose_uniform(n, k, rng(d), out);
+      });
+    case Strategy::kUniformReplace:
+      return pick_range(g, dst, k, b, e, picks, counts, [&](int64_t n, int64_t d, int64_t* out) {
+        return choose_uniform_replace(n, k, rng(d), out);
+      });
+  }
+}
 
 void sample_hop(const TCSR& g, int64_t hop, const Instances& dst, int64_t k, bool last,
                 const SampleOptions& opt, Hop& out) {
@@ -115,13 +67,7 @@ void sample_hop(const TCSR& g, int64_t hop, const Instances& dst, int64_t k, boo
   int64_t* counts = out.indptr.data() + 1;
 
   parallel_for(num_dst, opt.num_threads, kMinChunk, [&](int64_t b, int64_t e) {
-    for (int64_t d = b; d < e; ++d) {
-      const int64_t lo = g.indptr[dst.node[d]];
-      int64_t* mine = picks.data() + d * k;
-      const int64_t c = choose(dst.end[d] - lo, k, opt, InstanceRng(opt.seed, opt.stream, hop, d), mine);
-      for (int64_t i = 0; i < c; ++i) mine[i] += lo;
-      counts[d] = c;
-    }
+    pick(g, hop, dst, k, opt, b, e, picks.data(), counts);
   });
   out.indptr[0] = 0;
   for (int64_t d = 0; d < num_dst; ++d) out.indptr[d + 1] += out.indptr[d];
@@ -169,6 +115,7 @@ void sample_hop(const TCSR& g, int64_t hop, const Instances& dst, int64_t k, boo
 
 void check_sample_inputs(const TCSR& g, const int64_t* root_nodes, const double* root_times,
                          int64_t num_roots, const SampleOptions& opt) {
+  check_strategy(opt.strategy);
   if (opt.fanouts.empty()) fail("fanouts must name at least one layer");
   if (static_cast<int64_t>(opt.fanouts.size()) > kMaxLayers)
     fail("at most ", kMaxLayers, " layers are supported, got ", opt.fanouts.size(), " fanouts");
@@ -183,9 +130,10 @@ void check_sample_inputs(const TCSR& g, const int64_t* root_nodes, const double*
   if (num_roots < 0) fail("the number of roots must be >= 0, got ", num_roots);
   // The last line of defence for callers of the extension itself: the Python sampler checks
   // the tree and the paths against its own, configurable limit before getting here.
-  check_batch_budget(estimate_batch(g, opt.fanouts, num_roots, opt.replace, false), num_roots,
-                     physical_memory_bytes(), " (the sampled tree alone exceeds this machine's "
-                     "physical memory)");
+  check_batch_budget(
+      estimate_batch(g, opt.fanouts, num_roots, draws_with_replacement(opt.strategy), false),
+      num_roots, physical_memory_bytes(),
+      " (the sampled tree alone exceeds this machine's physical memory)");
   if (opt.num_threads < 1) fail("num_threads must be >= 1, got ", opt.num_threads);
   for (int64_t i = 0; i < num_roots; ++i) {
     if (root_nodes[i] < 0 || root_nodes[i] >= g.num_nodes)

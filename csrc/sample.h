@@ -5,14 +5,14 @@
 #include <vector>
 
 #include "buffer.h"
+#include "strategy.h"
 #include "tcsr.h"
 
 namespace tbdfs {
 
 struct SampleOptions {
   std::vector<int64_t> fanouts;  // DGL order: fanouts[L-1] is used for the roots' neighbours
-  bool recent = true;            // most recent k eligible edges; else uniform
-  bool replace = false;          // uniform with replacement
+  Strategy strategy = Strategy::kRecent;  // how each destination picks (strategy.h)
   bool strict = true;            // eligible: t_e < t (strict) or t_e <= t
   uint64_t seed = 0;
   uint64_t stream = 0;           // distinguishes batches: same (seed, stream) -> same tree

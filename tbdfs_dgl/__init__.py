@@ -18,6 +18,7 @@ _LAZY = {
     "TemporalBatch": ".batch",
     "TemporalGraph": ".graph",
     "TemporalSampler": ".sampler",
+    "Strategy": "._strategy",
     "BatchTooLargeError": ".sampler",
     "DtypeError": "._validate",
     "TBDFSModel": ".model",

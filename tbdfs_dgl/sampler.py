@@ -5,19 +5,19 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
 from . import _C
+from ._strategy import STRATEGIES, Strategy, strategy_parts, to_strategy  # noqa: F401
 from ._validate import index_array, time_array
 from .batch import LayerTable, PathBatch, TemporalBatch
 from .graph import TemporalGraph
 
 __all__ = ["TemporalSampler", "BatchTooLargeError"]
 
-STRATEGIES = ("recent", "uniform")
 TIME_RULES = ("strict", "inclusive")
 MAX_LAYERS = 64  # csrc/budget.h: kMaxLayers
 MAX_BATCH_BYTES_ENV = "TBDFS_MAX_BATCH_BYTES"
@@ -79,9 +79,12 @@ class TemporalSampler:
     fanouts : sequence of int
         Neighbours per layer, in DGL's order: ``fanouts[-1]`` applies to the roots' own
         neighbours (``blocks[-1]``), ``fanouts[0]`` to the outermost layer.
-    strategy : {'recent', 'uniform'}
+    strategy : {'recent', 'uniform'} or Strategy
         ``'recent'``: the ``k`` latest eligible edges (ties: larger edge id first).
         ``'uniform'``: ``k`` eligible edges uniformly at random (all when fewer).
+        A :class:`Strategy` member names the same: ``RECENT``, ``UNIFORM``, or
+        ``UNIFORM_REPLACE`` (``'uniform'`` with ``replace=True``).  The sampler keeps the
+        name and ``replace`` (its ``strategy`` is always a string).
     replace : bool
         Uniform sampling with replacement (always ``k`` edges when any is eligible).
     time_rule : {'strict', 'inclusive'}
@@ -111,7 +114,7 @@ class TemporalSampler:
         self,
         graph: TemporalGraph,
         fanouts: Sequence[int],
-        strategy: str = "recent",
+        strategy: Union[str, Strategy] = "recent",
         replace: bool = False,
         time_rule: str = "strict",
         seed: Optional[int] = None,
@@ -140,8 +143,7 @@ class TemporalSampler:
         if isinstance(max_batch_bytes, bool) or not isinstance(max_batch_bytes, (int, np.integer)) \
                 or max_batch_bytes <= 0:
             raise ValueError(f"max_batch_bytes must be a positive int, got {max_batch_bytes!r}")
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        strategy, replace = strategy_parts(strategy, replace)
         if time_rule not in TIME_RULES:
             raise ValueError(f"time_rule must be one of {TIME_RULES}, got {time_rule!r}")
         if replace and strategy != "uniform":
@@ -265,9 +267,9 @@ class TemporalSampler:
 
     def _run(self, nodes: np.ndarray, times: np.ndarray, batch_id: Optional[int],
              paths: bool, tables: bool) -> Tuple[List[tuple], Optional[tuple], Optional[list]]:
-        return _C.sample(self.graph.csr, nodes, times, self.fanouts, self.strategy == "recent",
-                         self.replace, self.time_rule == "strict", self.seed,
-                         self._stream(batch_id), self.num_threads, paths, tables)
+        return _C.sample(self.graph.csr, nodes, times, self.fanouts,
+                         to_strategy(self.strategy, self.replace), self.time_rule == "strict",
+                         self.seed, self._stream(batch_id), self.num_threads, paths, tables)
 
     def sample(self, nodes: Any, times: Any, batch_id: Optional[int] = None,
                paths: bool = True) -> TemporalBatch:

@@ -28,11 +28,6 @@ def eligible(adj: List[List[Entry]], u: int, t: float, strict: bool) -> List[Ent
     return [x for x in adj[u] if (x[0] < t if strict else x[0] <= t)]
 
 
-def most_recent(entries: List[Entry], k: int) -> List[Entry]:
-    """The k latest entries (ties: larger row first), in (time, row) order."""
-    return sorted(entries)[-k:] if k else []
-
-
 # ------------------------------------------------------------------ random streams
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -57,15 +52,25 @@ class InstanceRng:
         return (mix64(self.state) * n) >> 64
 
 
-def uniform_offsets(n: int, k: int, rng: InstanceRng, replace: bool) -> List[int]:
-    """Offsets into an eligible prefix of length n, as the C++ draws them: with replacement
-    k draws sorted; without, all when n <= k, else Floyd's k-subset (a plain set here)."""
-    if n == 0:
-        return []
-    if replace:
-        return sorted(rng.below(n) for _ in range(k))
+# ------------------------------------------------------------------ strategies
+# As csrc/strategy.h: the time rule has narrowed a destination's list to its eligible
+# window (``eligible``), offsets [0, n) of the time-sorted entries; each strategy's chooser
+# picks ascending offsets inside it, drawing from the destination's own stream.
+
+def take_window(first: int, n: int) -> List[int]:
+    """Every offset of the window [first, n)."""
+    return list(range(first, n))
+
+
+def recent_offsets(n: int, k: int, rng: Optional[InstanceRng] = None) -> List[int]:
+    """The window narrowed to its last k entries, all taken (no randomness)."""
+    return take_window(max(0, n - k), n)
+
+
+def uniform_offsets(n: int, k: int, rng: InstanceRng) -> List[int]:
+    """k distinct offsets by Floyd's algorithm (a plain set here); all when n <= k."""
     if n <= k:
-        return list(range(n))
+        return take_window(0, n)
     chosen: List[int] = []
     seen = set()
     for j in range(n - k, n):
@@ -76,13 +81,41 @@ def uniform_offsets(n: int, k: int, rng: InstanceRng, replace: bool) -> List[int
     return sorted(chosen)
 
 
-def uniform_chooser(seed: int, stream: int, replace: bool):
-    """A ``choose_at`` for :func:`sample_tree` drawing exactly what the C++ sampler draws."""
+def uniform_replace_offsets(n: int, k: int, rng: InstanceRng) -> List[int]:
+    """k independent draws, sorted; none from an empty window."""
+    if n == 0:
+        return []
+    return sorted(rng.below(n) for _ in range(k))
+
+
+# Keyed by the lower-case names of tbdfs_dgl.Strategy's members.
+CHOOSERS: Dict[str, Callable[[int, int, Optional[InstanceRng]], List[int]]] = {
+    "recent": recent_offsets,
+    "uniform": uniform_offsets,
+    "uniform_replace": uniform_replace_offsets,
+}
+
+
+def chooser(strategy: str, seed: int = 0, stream: int = 0):
+    """A ``choose_at`` for :func:`sample_tree` drawing exactly what the C++ sampler draws
+    with this strategy (a key of ``CHOOSERS``) for (seed, stream)."""
+    offsets = CHOOSERS[strategy]
+
     def choose_at(entries: List[Entry], k: int, hop: int, index: int) -> List[Entry]:
-        ordered = sorted(entries)
-        offs = uniform_offsets(len(ordered), k, InstanceRng(seed, stream, hop, index), replace)
-        return [ordered[o] for o in offs]
+        window = sorted(entries)
+        return [window[o] for o in offsets(len(window), k, InstanceRng(seed, stream, hop, index))]
     return choose_at
+
+
+def most_recent(entries: List[Entry], k: int) -> List[Entry]:
+    """The k latest entries (ties: larger row first), in (time, row) order."""
+    window = sorted(entries)
+    return [window[o] for o in recent_offsets(len(window), k)]
+
+
+def uniform_chooser(seed: int, stream: int, replace: bool):
+    """The ``choose_at`` of uniform sampling, with or without replacement."""
+    return chooser("uniform_replace" if replace else "uniform", seed, stream)
 
 
 def sample_tree(adj, nodes: Sequence[int], times: Sequence[float], fanouts: Sequence[int],
@@ -102,8 +135,8 @@ def sample_tree(adj, nodes: Sequence[int], times: Sequence[float], fanouts: Sequ
         src = list(dst)
         indptr, eids, dts = [0], [], []
         for d_index, (u, t) in enumerate(dst):
-            cands = eligible(adj, u, t, strict)
-            picked = choose_at(cands, k, h, d_index) if choose_at else choose(cands, k)
+            window = eligible(adj, u, t, strict)  # the time rule narrows the list once
+            picked = choose_at(window, k, h, d_index) if choose_at else choose(window, k)
             for te, r, v in picked:
                 src.append((v, te))
                 eids.append(r)

@@ -119,11 +119,11 @@ def test_absurd_layer_counts_are_refused_up_front():
         TemporalSampler(g, [2] * 60)
     # the extension itself refuses too, before sampling anything
     with pytest.raises(ValueError, match="at most 64 layers"):
-        _C.sample(g.csr, np.zeros(1, np.int64), np.ones(1), [1] * 65, True, False, True, 0, 0,
-                  1, True)
+        _C.sample(g.csr, np.zeros(1, np.int64), np.ones(1), [1] * 65, _C.Strategy.RECENT, True, 0,
+                  0, 1, True)
     with pytest.raises(ValueError, match="could need up to"):
-        _C.sample(g.csr, np.zeros(1, np.int64), np.full(1, 9.0), [1] * 40, True, False, True,
-                  0, 0, 1, True)
+        _C.sample(g.csr, np.zeros(1, np.int64), np.full(1, 9.0), [1] * 40, _C.Strategy.RECENT,
+                  True, 0, 0, 1, True)
 
 
 # ------------------------------------------------------------------ D5, D6, D7: the CSR
@@ -210,8 +210,8 @@ def test_uniform_draws_are_the_reference_floyd_draws(k):
     n = 500
     g = star(n)
     times = np.array([1e9, 400.5, 70.0, 3.0])
-    hops, _, _ = _C.sample(g.csr, np.zeros(4, np.int64), times, [k], False, False, True, 123, 9,
-                        1, False)
+    hops, _, _ = _C.sample(g.csr, np.zeros(4, np.int64), times, [k], _C.Strategy.UNIFORM, True,
+                           123, 9, 1, False)
     adj = ref.adjacency(np.zeros(n), np.arange(1, n + 1), np.arange(n, dtype=float), n + 1, False)
     want = ref.sample_tree(adj, [0] * 4, times, [k], choose_at=ref.uniform_chooser(123, 9, False))
     assert hops[0][4].tolist() == want[0]["eids"]
@@ -243,8 +243,8 @@ def test_uniform_without_replacement_is_uniform(n, k):
     (fixed seed, so the statistic is a fixed number, far below the 1e-6 critical value)."""
     g = star(n)
     roots = 20_000
-    hops, _, _ = _C.sample(g.csr, np.zeros(roots, np.int64), np.full(roots, 1e9), [k], False,
-                        False, True, 2024, 1, 1, False)
+    hops, _, _ = _C.sample(g.csr, np.zeros(roots, np.int64), np.full(roots, 1e9), [k],
+                           _C.Strategy.UNIFORM, True, 2024, 1, 1, False)
     counts = np.bincount(hops[0][4], minlength=n)
     expected = roots * k / n
     # Inclusion indicators of one draw are negatively correlated, so the plain statistic is
