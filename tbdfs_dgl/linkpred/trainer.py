@@ -21,12 +21,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._malloc import retain_freed_memory
-from .data.dataset import TemporalDataset
-from .graph import TemporalGraph
-from .metrics import link_prediction_metrics
-from .nn.time_encoder import TimeEncoder
-from .sampler import TemporalSampler
+from .._malloc import retain_freed_memory
+from ..data.dataset import TemporalDataset
+from ..graph import TemporalGraph
+from ..metrics import link_prediction_metrics
+from ..nn.time_encoder import TimeEncoder
+from ..sampler import TemporalSampler
 
 __all__ = [
     "ChronologicalSplit",
@@ -413,7 +413,7 @@ def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Modu
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
     payload = _read_checkpoint(path, map_location)
-    from .model import TBDFSModel  # after the checks: reading needs no DGL
+    from ..model import TBDFSModel  # after the checks: reading needs no DGL
 
     model = TBDFSModel(**payload["model_kwargs"])
     model.load_state_dict(payload["state_dict"])
