@@ -1,4 +1,4 @@
-"""Temporal link prediction: the chronological split, training with early stopping, evaluation.
+"""The link-prediction trainer: training with early stopping on validation AP, evaluation.
 
 The protocol is TGAT's (Xu et al., ICLR 2020), which the tBDFS paper follows: a 70/15/15
 split by time; 10% of the nodes first seen after the validation start are held out of
@@ -11,11 +11,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -27,402 +26,22 @@ from ..graph import TemporalGraph
 from ..metrics import link_prediction_metrics
 from ..nn.time_encoder import TimeEncoder
 from ..sampler import TemporalSampler
+from . import streams
+from .batches import EventBatch, chronological_batches
+from .checkpoints import save_checkpoint
+from .config import TrainConfig
+from .device import check_device
+from .negatives import NegativeSampler
+from .progress import progress_bar
+from .split import ChronologicalSplit, chronological_split
 
-__all__ = [
-    "ChronologicalSplit",
-    "chronological_split",
-    "NegativeSampler",
-    "TrainConfig",
-    "LinkPredictionTrainer",
-    "save_checkpoint",
-    "load_checkpoint",
-    "check_device",
-]
-
-
-# ---------------------------------------------------------------------------- split
-@dataclass
-class ChronologicalSplit:
-    """Which interactions train, validate and test (boolean masks over the dataset's rows).
-
-    Attributes
-    ----------
-    train, val, test : numpy.ndarray
-        Rows used for training (after removing held-out nodes), validation and test.
-    val_inductive, test_inductive : numpy.ndarray
-        Validation/test rows with at least one endpoint never seen in training.
-    held_out_nodes : numpy.ndarray
-        The nodes removed from training for the inductive evaluation.
-    val_time, test_time : float
-        Split points: validation rows have ``val_time < t <= test_time``.
-    """
-
-    train: np.ndarray
-    val: np.ndarray
-    test: np.ndarray
-    val_inductive: np.ndarray
-    test_inductive: np.ndarray
-    held_out_nodes: np.ndarray
-    val_time: float
-    test_time: float
-
-    def summary(self) -> str:
-        """One line with the sizes of each part."""
-        return (f"train {int(self.train.sum())} | val {int(self.val.sum())} "
-                f"(inductive {int(self.val_inductive.sum())}) | test {int(self.test.sum())} "
-                f"(inductive {int(self.test_inductive.sum())}) | held-out nodes "
-                f"{len(self.held_out_nodes)}")
+__all__ = ["LinkPredictionTrainer", "TrainResult", "EpochStats"]
 
 
-def chronological_split(data: TemporalDataset, val_ratio: float = 0.15, test_ratio: float = 0.15,
-                        new_node_ratio: float = 0.1, seed: int = 0) -> ChronologicalSplit:
-    """Split interactions by time, holding some late-appearing nodes out of training.
-
-    Parameters
-    ----------
-    data : TemporalDataset
-        Interactions in time order.
-    val_ratio, test_ratio : float
-        Fractions of interactions (by time quantile) for validation and test.
-    new_node_ratio : float
-        Fraction of *all* nodes to hold out, drawn from those that appear in validation or
-        test (TGAT's rule).
-    seed : int
-        Seed for choosing the held-out nodes.
-    """
-    if data.num_edges < 3:
-        raise ValueError(f"{data.name}: a split needs at least 3 interactions, got {data.num_edges}")
-    if not (0 < val_ratio < 1 and 0 < test_ratio < 1 and val_ratio + test_ratio < 1):
-        raise ValueError(f"bad split ratios: val={val_ratio}, test={test_ratio}")
-    ts = data.ts.astype(np.float64)
-    val_time, test_time = np.quantile(ts, [1 - val_ratio - test_ratio, 1 - test_ratio])
-    late = ts > val_time
-    late_nodes = np.union1d(data.src[late], data.dst[late])
-    active = np.union1d(data.src, data.dst)
-    rng = np.random.default_rng(seed)
-    n_hold = min(len(late_nodes), int(new_node_ratio * len(active)))
-    held_out = np.sort(rng.choice(late_nodes, n_hold, replace=False)) if n_hold else late_nodes[:0]
-    is_held = np.zeros(data.num_nodes, bool)
-    is_held[held_out] = True
-    touches_held = is_held[data.src] | is_held[data.dst]
-    train = (ts <= val_time) & ~touches_held
-    seen = np.zeros(data.num_nodes, bool)
-    seen[data.src[train]] = True
-    seen[data.dst[train]] = True
-    new_edge = ~seen[data.src] | ~seen[data.dst]
-    val = (ts > val_time) & (ts <= test_time)
-    test = ts > test_time
-    return ChronologicalSplit(train, val, test, val & new_edge, test & new_edge, held_out,
-                              float(val_time), float(test_time))
-
-
-# ---------------------------------------------------------------------------- negatives
-class NegativeSampler:
-    """Uniform negative destinations among the nodes that are destinations of ``rows``.
-
-    As TGAT's ``RandEdgeSampler``: training draws among the training interactions'
-    destinations, evaluation among all interactions' destinations.  Drawing over every node
-    id instead would offer nodes that never interact in the data at hand (e.g. a graph cut
-    to its first interactions), which a model tells apart from real destinations by their
-    empty history alone.
-
-    Parameters
-    ----------
-    data : TemporalDataset
-        The interactions.
-    rows : array-like of bool or int, optional
-        The interactions whose destinations are candidates (a mask or row indices);
-        default all.
-    """
-
-    def __init__(self, data: TemporalDataset, rows: Optional[np.ndarray] = None,
-                 active_only: bool = False) -> None:
-        dst = np.asarray(data.dst)
-        rows_a = np.arange(data.num_edges) if rows is None else np.asarray(rows)
-        if rows_a.dtype == bool:
-            rows_a = np.flatnonzero(rows_a)
-        self.candidates = np.unique(dst[rows_a])
-        if len(self.candidates) == 0:
-            raise ValueError(f"{data.name}: no destinations to draw negatives from")
-        self.first_seen: Optional[np.ndarray] = None
-        if active_only:
-            # Candidates in order of their first interaction among ``rows``, so that "seen
-            # before t" is a prefix.
-            first = np.full(data.num_nodes, np.inf)
-            ts = np.asarray(data.ts, dtype=np.float64)[rows_a]
-            np.minimum.at(first, np.asarray(data.src)[rows_a], ts)
-            np.minimum.at(first, dst[rows_a], ts)
-            f = first[self.candidates]
-            order = np.argsort(f, kind="stable")
-            self.candidates, self.first_seen = self.candidates[order], f[order]
-
-    def __call__(self, n: int, rng: np.random.Generator,
-                 t: Optional[float] = None) -> np.ndarray:
-        """Draw ``n`` negative destinations; with ``active_only``, among the candidates that
-        interacted strictly before ``t`` (all of them while none has)."""
-        k = len(self.candidates)
-        if self.first_seen is not None and t is not None:
-            k = int(np.searchsorted(self.first_seen, t, side="left")) or k
-        return self.candidates[rng.integers(0, k, n)].astype(np.int64)
-
-
-# ---------------------------------------------------------------------------- config
-@dataclass
-class TrainConfig:
-    """Settings of a link-prediction run (the paper's defaults)."""
-
-    epochs: int = 1
-    batch_size: int = 200
-    lr: float = 1e-4
-    patience: int = 5
-    fanouts: Sequence[int] = (10, 10)
-    strategy: str = "recent"
-    num_threads: Optional[int] = None
-    seed: int = 0
-    device: str = "cpu"
-    max_batches: Optional[int] = None  # per epoch and per evaluation, for smoke runs
-    # Budgeted runs on whole graphs: every query still sees the whole history, but each
-    # epoch trains on ``train_batches`` randomly drawn training batches (a fresh draw per
-    # epoch, kept in time order), and validation/test score ``val_events``/``test_events``
-    # randomly drawn interactions of their part (one fixed draw per seed).
-    train_batches: Optional[int] = None
-    val_events: Optional[int] = None
-    test_events: Optional[int] = None
-    save_dir: Optional[str] = None
-    prefetch: bool = True  # sample the next batch in a thread while the model runs
-    # torch.compile the model; batches are padded to fixed shapes so that it compiles once
-    # (per train/eval mode) instead of once per batch.
-    compile: bool = False
-    amp: Optional[str] = None  # 'bf16': autocast the model's matrix products to bfloat16
-    # Training negatives among all training destinations ('all': TGAT's protocol) or only
-    # those that interacted before the batch ('active'): early batches then cannot be
-    # solved by "has any history" alone (docs/learning_efficiency.md).  Evaluation
-    # negatives are unaffected.
-    train_negatives: str = "all"
-    progress: bool = True
-    retain_memory: bool = True  # tune glibc malloc for reuse (see _malloc.retain_freed_memory)
-
-    def __post_init__(self) -> None:
-        if self.amp not in (None, "bf16"):
-            raise ValueError(f"TrainConfig.amp must be None or 'bf16', got {self.amp!r}")
-        if self.train_negatives not in ("all", "active"):
-            raise ValueError(f"TrainConfig.train_negatives must be 'all' or 'active', got "
-                             f"{self.train_negatives!r}")
-        def is_int(v: Any) -> bool:
-            return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-        for name, low in (("epochs", 1), ("batch_size", 1), ("patience", 0), ("seed", 0)):
-            v = getattr(self, name)
-            if not is_int(v) or v < low:
-                raise ValueError(f"TrainConfig.{name} must be an integer >= {low}, got {v!r}")
-        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float, np.floating)) \
-                or not np.isfinite(self.lr) or self.lr <= 0:
-            raise ValueError(f"TrainConfig.lr must be a finite number > 0, got {self.lr!r}")
-        for name in ("max_batches", "train_batches", "val_events", "test_events"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
-                                  or v < 1):
-                raise ValueError(f"TrainConfig.{name} must be None or an integer >= 1, "
-                                 f"got {v!r}")
-
-    def to_dict(self) -> Dict[str, Any]:
-        d = asdict(self)
-        d["fanouts"] = list(self.fanouts)
-        return d
-
-
-def check_device(device: str) -> torch.device:
-    """Return ``torch.device(device)`` after checking that torch can use it.
-
-    The model runs on torch alone (no DGL), so any device torch supports works; a CUDA run
-    on a machine without a visible GPU fails here with a clear message instead of deep
-    inside the first batch.
-    """
-    try:
-        dev = torch.device(device)
-    except RuntimeError as err:
-        raise ValueError(f"unsupported device {device!r}; use 'cpu' or 'cuda[:i]'") from err
-    if dev.type == "cpu":
-        return dev
-    if dev.type != "cuda":
-        raise ValueError(f"unsupported device {device!r}; use 'cpu' or 'cuda[:i]'")
-    if not torch.cuda.is_available():
-        raise RuntimeError(f"--device {device}: torch {torch.__version__} sees no CUDA device "
-                           "on this machine (a CPU-only torch build, or no GPU visible)")
-    if dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise RuntimeError(f"--device {device}: only {torch.cuda.device_count()} CUDA "
-                           "device(s) visible")
-    return dev
-
-
-# ---------------------------------------------------------------------------- checkpoints
-# A checkpoint is this line, one JSON line {"format", "sha256", "size"}, then the
-# torch.save bytes of {"model_kwargs", "state_dict", "extra"}: a truncated, corrupted or
-# foreign file is refused by name instead of failing inside torch.load (or loading).
-_CKPT_MAGIC = b"TBDFS-CHECKPOINT\n"
-_CKPT_TMP = ".ckpt-"
-
-
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # not supported here (e.g. some network file systems)
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _remove_stale_temps(directory: str) -> None:
-    """Delete temp files of saves whose process is gone (killed mid-save)."""
-    for name in os.listdir(directory):
-        if not name.startswith(_CKPT_TMP):
-            continue
-        pid = name[len(_CKPT_TMP):].split("-", 1)[0]
-        alive = False
-        if pid.isdigit():
-            try:
-                os.kill(int(pid), 0)
-                alive = True
-            except ProcessLookupError:
-                pass
-            except PermissionError:  # another user's live process
-                alive = True
-        if not alive:
-            try:
-                os.unlink(os.path.join(directory, name))
-            except OSError:
-                pass
-
-
-def save_checkpoint(path: str, model: torch.nn.Module, model_kwargs: Dict[str, Any],
-                    extra: Optional[Dict[str, Any]] = None) -> None:
-    """Write ``model`` with the arguments that rebuild it, atomically and durably.
-
-    The bytes go to a temp file in the same folder, are fsync'ed, renamed over ``path``,
-    and the folder is fsync'ed: a crash leaves either the old or the new checkpoint.  A
-    sha256 of the payload is stored with it and checked by :func:`load_checkpoint`.  Temp
-    files left by killed saves are removed on the next save into the folder.
-
-    Parameters
-    ----------
-    path : str
-        Destination file.
-    model : torch.nn.Module
-        The model; its state dict is saved on the CPU.
-    model_kwargs : dict
-        Constructor arguments of :class:`~tbdfs_dgl.TBDFSModel`.
-    extra : dict, optional
-        Anything else to keep (epoch, metrics...).
-    """
-    import hashlib
-    import io
-    import json
-
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    _remove_stale_temps(directory)
-    payload = {"model_kwargs": model_kwargs,
-               "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-               "extra": extra or {}}
-    buf = io.BytesIO()
-    torch.save(payload, buf)
-    body = buf.getvalue()
-    header = json.dumps({"format": 1, "sha256": hashlib.sha256(body).hexdigest(),
-                         "size": len(body)}).encode() + b"\n"
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f"{_CKPT_TMP}{os.getpid()}-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(_CKPT_MAGIC + header)
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(directory)
-
-
-def _read_checkpoint(path: str, map_location: Any) -> Dict[str, Any]:
-    import hashlib
-    import io
-    import json
-
-    with open(path, "rb") as f:
-        data = f.read()
-    if not data:
-        raise ValueError(f"{path}: the checkpoint file is empty (an interrupted save?)")
-    if data.startswith(_CKPT_MAGIC):
-        end = data.find(b"\n", len(_CKPT_MAGIC))
-        try:
-            header = json.loads(data[len(_CKPT_MAGIC):end]) if end > 0 else None
-        except ValueError:
-            header = None
-        if not isinstance(header, dict) or not {"sha256", "size"} <= header.keys():
-            raise ValueError(f"{path}: the checkpoint header is damaged")
-        body = data[end + 1:]
-        if len(body) != header["size"]:
-            raise ValueError(f"{path}: the checkpoint is truncated or padded ({len(body)} "
-                             f"payload bytes, expected {header['size']})")
-        if hashlib.sha256(body).hexdigest() != header["sha256"]:
-            raise ValueError(f"{path}: the checkpoint is corrupted (sha256 of its payload does "
-                             "not match the one stored when it was saved)")
-        source: Any = io.BytesIO(body)
-    else:
-        source = io.BytesIO(data)  # the previous release: a plain torch.save
-    try:
-        payload = torch.load(source, map_location=map_location)
-    except Exception as err:  # noqa: BLE001 - torch/pickle raise many kinds on bad bytes
-        raise ValueError(f"{path}: not a readable tbdfs checkpoint ({type(err).__name__}: "
-                         f"{err})") from err
-    if not isinstance(payload, dict) or not {"model_kwargs", "state_dict"} <= payload.keys():
-        raise ValueError(f"{path}: not a tbdfs checkpoint (expected a dict with model_kwargs "
-                         "and state_dict)")
-    return payload
-
-
-def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Module, Dict[str, Any]]:
-    """Rebuild a :class:`~tbdfs_dgl.TBDFSModel` saved by :func:`save_checkpoint`.
-
-    Checkpoints of the previous release (a plain ``torch.save`` of the same dict) load too.
-
-    Parameters
-    ----------
-    path : str
-        The checkpoint file.
-    map_location : Any
-        Passed to ``torch.load``.
-
-    Returns
-    -------
-    (model, extra)
-        The model with its weights loaded, and the extra information saved with it.
-
-    Raises
-    ------
-    FileNotFoundError
-        If there is no file at ``path``.
-    ValueError
-        If the file is empty, truncated, corrupted (checksum mismatch) or not a checkpoint.
-    """
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    payload = _read_checkpoint(path, map_location)
-    from ..model import TBDFSModel  # after the checks: reading needs no DGL
-
-    model = TBDFSModel(**payload["model_kwargs"])
-    model.load_state_dict(payload["state_dict"])
-    return model, payload.get("extra", {})
-
-
-# ---------------------------------------------------------------------------- trainer
 @dataclass
 class EpochStats:
+    """One epoch of :meth:`LinkPredictionTrainer.fit`: mean loss, validation metrics, seconds."""
+
     epoch: int
     loss: float
     val: Dict[str, Dict[str, float]]
@@ -518,26 +137,71 @@ class LinkPredictionTrainer:
         self._needs_paths = bool(getattr(model, "needs_paths", False))
 
     # ------------------------------------------------------------------ batches
-    def _batches(self, rows: np.ndarray, rng: np.random.Generator,
-                 negatives: NegativeSampler) -> List[Tuple[np.ndarray, ...]]:
-        """Chronological batches of (src, dst, neg, ts) for the given dataset rows."""
-        bs = self.config.batch_size
-        out = []
-        for lo in range(0, len(rows), bs):
-            r = rows[lo:lo + bs]
-            out.append((self.data.src[r], self.data.dst[r],
-                        negatives(len(r), rng, float(self.data.ts[r[0]])),
-                        self.data.ts[r].astype(np.float64), r))
-            if self.config.max_batches and len(out) >= self.config.max_batches:
-                break
-        return out
+    def make_batches(self, rows: np.ndarray, rng: np.random.Generator,
+                     negatives: NegativeSampler) -> List[EventBatch]:
+        """Cut dataset ``rows`` (time order) into chronological batches with negatives.
 
-    def _sample(self, sampler: TemporalSampler, item: Tuple[np.ndarray, ...], batch_id: int,
+        Both :meth:`training_batches` and :meth:`evaluation_batches` go through here, so an
+        override chooses which rows train and evaluate: e.g. the reproduction's speed
+        estimate keeps the *last* ``max_batches`` batches of the rows instead of the first.
+
+        Parameters
+        ----------
+        rows : numpy.ndarray
+            Dataset rows in time order.
+        rng : numpy.random.Generator
+            Draws the negatives.
+        negatives : NegativeSampler
+            :attr:`train_negatives` or :attr:`eval_negatives`.
+
+        Returns
+        -------
+        list of EventBatch
+            ``config.batch_size`` rows each (the last may be shorter), at most
+            ``config.max_batches``.
+        """
+        return chronological_batches(self.data, rows, self.config.batch_size, negatives, rng,
+                                     self.config.max_batches)
+
+    def training_batches(self, epoch: int) -> List[EventBatch]:
+        """The batches that :meth:`train_epoch` trains on in ``epoch``, in order.
+
+        All training rows cut by :meth:`make_batches`; with ``config.train_batches``, that
+        many of them drawn at random (a fresh draw per epoch, kept in time order).  Fixed by
+        ``(config.seed, epoch)``.  Override to train on other batches.
+        """
+        rng = streams.generator(self.config.seed, epoch, streams.Purpose.TRAIN_NEGATIVES)
+        items = self.make_batches(np.flatnonzero(self.split.train), rng, self.train_negatives)
+        n = self.config.train_batches
+        if n is not None and n < len(items):
+            draw = streams.generator(self.config.seed, epoch, streams.Purpose.TRAIN_BATCH_DRAW)
+            pick = draw.choice(len(items), n, replace=False)
+            items = [items[i] for i in np.sort(pick)]
+        return items
+
+    def evaluation_batches(self, part: str) -> List[EventBatch]:
+        """The batches that :meth:`evaluate` scores for ``part`` ('val' or 'test'), in order.
+
+        The part's rows (with ``config.val_events``/``test_events``, that many drawn at
+        random) cut by :meth:`make_batches`; the same for every call of a seed.  Override to
+        evaluate on other batches.
+        """
+        if part not in streams.PART_INDEX:
+            raise ValueError(f"part must be 'val' or 'test', got {part!r}")
+        index = streams.PART_INDEX[part]
+        rows = np.flatnonzero(getattr(self.split, part))
+        cap = self.config.val_events if part == "val" else self.config.test_events
+        if cap is not None and cap < len(rows):
+            pick = streams.generator(self.config.seed, index, streams.Purpose.EVAL_EVENT_DRAW)
+            rows = np.sort(pick.choice(rows, cap, replace=False))
+        rng = streams.generator(self.config.seed, index, streams.Purpose.EVAL_NEGATIVES)
+        return self.make_batches(rows, rng, self.eval_negatives)
+
+    def _sample(self, sampler: TemporalSampler, item: EventBatch, batch_id: int,
                 remap_eids: bool) -> Tuple[Any, float]:
         t0 = time.perf_counter()
-        src, dst, neg, ts, _ = item
-        nodes = np.concatenate([src, dst, neg])
-        times = np.concatenate([ts, ts, ts])
+        nodes = np.concatenate([item.src, item.dst, item.neg_dst])
+        times = np.concatenate([item.ts, item.ts, item.ts])
         # TBDFSModel reads the tree from the layer tables: no path explosion needed, unless
         # the model says otherwise (``needs_paths``, e.g. the per-slot reference).
         batch = sampler.sample(nodes, times, batch_id=batch_id, paths=self._needs_paths)
@@ -563,8 +227,8 @@ class LinkPredictionTrainer:
             e = batch.paths.eids
             batch.paths.eids = torch.where(e >= 0, rows[e.clamp(min=0)], e)
 
-    def _iterate(self, sampler: TemporalSampler, items: List[Tuple[np.ndarray, ...]],
-                 first_id: int, remap: bool) -> Iterator[Tuple[Tuple[np.ndarray, ...], Any, float]]:
+    def _iterate(self, sampler: TemporalSampler, items: List[EventBatch],
+                 first_id: int, remap: bool) -> Iterator[Tuple[EventBatch, Any, float]]:
         """Yield (item, batch, sample seconds), sampling one batch ahead when prefetching."""
         if not items:
             return
@@ -605,20 +269,15 @@ class LinkPredictionTrainer:
     def train_epoch(self, epoch: int) -> Tuple[float, float, float, int]:
         """One pass over the training interactions; returns (loss, sample s, model s, batches)."""
         self.model.train()
-        rng = np.random.default_rng([self.config.seed, epoch, 1])
-        items = self._batches(np.flatnonzero(self.split.train), rng, self.train_negatives)
-        n = self.config.train_batches
-        if n is not None and n < len(items):
-            pick = np.random.default_rng([self.config.seed, epoch, 3]).choice(
-                len(items), n, replace=False)
-            items = [items[i] for i in np.sort(pick)]
-        bar = _progress(len(items), f"epoch {epoch}", self.config.progress)
+        items = self.training_batches(epoch)
+        bar = progress_bar(len(items), f"epoch {epoch}", self.config.progress)
         total, sample_s, model_s = 0.0, 0.0, 0.0
         for i, (item, batch, secs) in enumerate(
-                self._iterate(self.train_sampler, items, epoch * 1_000_000, remap=True)):
+                self._iterate(self.train_sampler, items, streams.first_batch_id("train", epoch),
+                              remap=True)):
             sample_s += secs
             t0 = time.perf_counter()
-            pos, neg = self._embed(batch, len(item[0]))
+            pos, neg = self._embed(batch, item.num_events)
             loss = F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos)) + \
                 F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg))
             self.optimizer.zero_grad(set_to_none=True)
@@ -635,23 +294,17 @@ class LinkPredictionTrainer:
     @torch.no_grad()
     def evaluate(self, part: str) -> Dict[str, Dict[str, float]]:
         """Transductive and inductive metrics of ``part`` ('val' or 'test') on fixed negatives."""
-        if part not in ("val", "test"):
+        if part not in streams.PART_INDEX:
             raise ValueError(f"part must be 'val' or 'test', got {part!r}")
         self.model.eval()
-        rows = np.flatnonzero(getattr(self.split, part))
-        cap = self.config.val_events if part == "val" else self.config.test_events
-        if cap is not None and cap < len(rows):
-            pick = np.random.default_rng([self.config.seed, 0 if part == "val" else 1, 4])
-            rows = np.sort(pick.choice(rows, cap, replace=False))
-        rng = np.random.default_rng([self.config.seed, 0 if part == "val" else 1, 2])
-        items = self._batches(rows, rng, self.eval_negatives)
+        items = self.evaluation_batches(part)
         pos_all, neg_all, row_all = [], [], []
-        base = 2_000_000_000 if part == "val" else 3_000_000_000
-        for item, batch, _ in self._iterate(self.eval_sampler, items, base, remap=False):
-            pos, neg = self._embed(batch, len(item[0]))
+        first_id = streams.first_batch_id(part)
+        for item, batch, _ in self._iterate(self.eval_sampler, items, first_id, remap=False):
+            pos, neg = self._embed(batch, item.num_events)
             pos_all.append(pos.float().cpu().numpy())
             neg_all.append(neg.float().cpu().numpy())
-            row_all.append(item[4])
+            row_all.append(item.rows)
         if not items:
             empty = np.zeros(0)
             return {"transductive": link_prediction_metrics(empty, empty),
@@ -708,21 +361,3 @@ class LinkPredictionTrainer:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-
-
-def _progress(total: int, desc: str, enabled: bool) -> Any:
-    """A tqdm bar when enabled (and tqdm is installed), else a no-op with the same calls."""
-    if enabled:
-        try:
-            from tqdm.auto import tqdm
-
-            return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
-        except ImportError:
-            pass
-
-    class _Null:
-        def update(self, n: int = 1) -> None: ...
-        def set_postfix(self, **kwargs: Any) -> None: ...
-        def close(self) -> None: ...
-
-    return _Null()
