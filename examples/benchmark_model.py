@@ -85,6 +85,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=None, help="timed rounds (3)")
     p.add_argument("--warmup", type=int, default=None, help="untimed batches first (2)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--retain-memory", action="store_true",
+                   help="TrainConfig.retain_memory: tune glibc malloc (process-wide; "
+                        "examples/benchmark_malloc.py measures it)")
     p.add_argument("--json", type=Path, default=None, help="write every figure here")
     p.add_argument("--quick", action="store_true", help="smoke run on a small synthetic graph")
     return p.parse_args(argv)
@@ -125,7 +128,7 @@ def _trainer(data: TemporalDataset, setting: Dict[str, Any], variant: str, impl:
                       strategy=setting["strategy"], num_threads=args.sampler_threads,
                       seed=args.seed, device=args.device, train_batches=batches,
                       compile=args.compile and impl == "dense", amp=args.amp,
-                      progress=False)
+                      progress=False, retain_memory=args.retain_memory)
     return LinkPredictionTrainer(model, data, cfg, log=lambda line: None)
 
 

@@ -95,6 +95,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         "those active before the batch (docs/learning_efficiency.md)")
     t.add_argument("--max-batches", type=int, default=None,
                    help="cap batches per epoch and per evaluation (smoke runs)")
+    t.add_argument("--retain-memory", action="store_true",
+                   help="tune glibc malloc to keep freed memory (TrainConfig.retain_memory; "
+                        "process-wide)")
     t.add_argument("--save-dir", default="runs/train_wikipedia")
     t.add_argument("--no-progress", action="store_true")
     return p.parse_args(argv)
@@ -157,7 +160,7 @@ def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: 
                       strategy=args.strategy, num_threads=args.num_threads, seed=args.seed,
                       device=args.device, compile=args.compile, amp=args.amp,
                       train_negatives=args.train_negatives,
-                      max_batches=args.max_batches,
+                      max_batches=args.max_batches, retain_memory=args.retain_memory,
                       save_dir=str(save_dir / slug(label)), progress=not args.no_progress)
     print(f"[{data.name}] {label}: alpha={alpha}, {n_params} parameters, fanouts {cfg.fanouts}, "
           f"{cfg.strategy} sampling, device {cfg.device}")

@@ -20,8 +20,11 @@ def retain_freed_memory() -> bool:
     Raises the mmap threshold to glibc's maximum (32 MiB), grows the heap in 256 MiB steps
     and never trims it.  The process keeps its peak heap, in exchange for far fewer page
     faults: measured here, 5 training batches of the official width-172 setting took 38 s
-    instead of 60 s, with system time down from 106 s to 24 s.  No-op (returns ``False``)
-    off glibc.  Idempotent.
+    instead of 60 s, with system time down from 106 s to 24 s.  A later A/B in alternating
+    processes (``examples/benchmark_malloc.py``) did not reproduce a gain in step time beyond
+    the spread, so the trainer applies it only on request
+    (:class:`~tbdfs_dgl.linkpred.TrainConfig`'s ``retain_memory``, whose docstring has the
+    figures).  No-op (returns ``False``) off glibc.  Idempotent.
     """
     global _applied
     if _applied:

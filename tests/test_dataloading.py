@@ -129,7 +129,7 @@ def test_batch_output_feeds_the_model(graph):
     assert torch.equal(input_nodes, batch.layers[0].src_nodes)
     model = TBDFSModel(3, 4, 8, 8).eval()
     with torch.no_grad():
-        h = model(batch, graph.node_feats, graph.edge_feats)
+        h = model(batch, graph.node_feat, graph.edge_feat)
         u, v = pair.edges(order="eid")
         score = model.score(h[u], h[v])
     assert score.shape == (pair.num_edges(),) and torch.isfinite(score).all()

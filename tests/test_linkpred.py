@@ -128,15 +128,21 @@ def test_fixed_seed_gives_the_same_result(small):
 
 
 class _RecordingTrainer(LinkPredictionTrainer):
-    """Remembers the dataset rows of every batch it samples."""
+    """Remembers the dataset rows of every batch it trains on or evaluates."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.seen = []
 
-    def _sample(self, sampler, item, batch_id, remap_eids):
-        self.seen.append(item[4])
-        return super()._sample(sampler, item, batch_id, remap_eids)
+    def training_batches(self, epoch):
+        batches = super().training_batches(epoch)
+        self.seen.extend(b.rows for b in batches)
+        return batches
+
+    def evaluation_batches(self, part):
+        batches = super().evaluation_batches(part)
+        self.seen.extend(b.rows for b in batches)
+        return batches
 
 
 def _recording_trainer(data, **cfg):
@@ -226,3 +232,59 @@ def test_unscaled_time_encoding_is_recorded_and_old_kwargs_mean_scaled(tmp_path)
     assert again.normalize_time is False
     save_checkpoint(path, TBDFSModel(**kwargs), kwargs)  # as release 0.1 saved them
     assert load_checkpoint(path)[0].normalize_time is True
+
+
+class _TailTrainer(LinkPredictionTrainer):
+    """Batches from the last ``max_batches`` batches of the rows (as the reproduction's
+    speed estimate does), through the public hook."""
+
+    def make_batches(self, rows, rng, negatives):
+        cap = self.config.max_batches
+        return super().make_batches(rows[len(rows) - cap * self.config.batch_size:], rng,
+                                    negatives)
+
+
+def test_make_batches_chooses_the_rows_of_training_and_evaluation(small):
+    model = TBDFSModel(node_dim=0, edge_dim=0, time_dim=8, hidden_dim=8, num_heads=2)
+    config = TrainConfig(batch_size=100, fanouts=(3, 3), progress=False, prefetch=False,
+                         max_batches=2)
+    trainer = _TailTrainer(model, small, config, log=lambda s: None)
+    for part, batches in (("train", trainer.training_batches(0)),
+                          ("val", trainer.evaluation_batches("val"))):
+        rows = np.flatnonzero(getattr(trainer.split, part))
+        assert np.array_equal(np.concatenate([b.rows for b in batches]), rows[-200:])
+        for b in batches:  # the fields travel by name, each one of the batch's rows
+            assert np.array_equal(b.src, small.src[b.rows])
+            assert np.array_equal(b.dst, small.dst[b.rows])
+            assert b.ts.dtype == np.float64 and np.array_equal(b.ts, small.ts[b.rows])
+            assert len(b.neg_dst) == b.num_events == len(b.rows) == 100
+    assert trainer.train_epoch(0)[3] == 2
+    with pytest.raises(ValueError, match="part"):
+        trainer.evaluation_batches("train")
+    trainer.close()
+
+
+def test_random_stream_offsets_keep_their_values():
+    # Changing any of them changes every published result.
+    from tbdfs_dgl.linkpred import streams
+
+    assert streams.first_batch_id("train", 3) == 3_000_000
+    assert streams.first_batch_id("val") == 2_000_000_000
+    assert streams.first_batch_id("test") == 3_000_000_000
+    assert [int(p) for p in streams.Purpose] == [1, 2, 3, 4]
+    assert streams.PART_INDEX == {"val": 0, "test": 1}
+    a = streams.generator(7, 2, streams.Purpose.TRAIN_BATCH_DRAW).integers(0, 10**9, 4)
+    assert np.array_equal(a, np.random.default_rng([7, 2, 3]).integers(0, 10**9, 4))
+
+
+def test_malloc_tuning_is_opt_in(small, monkeypatch):
+    from tbdfs_dgl.linkpred import trainer as trainer_module
+
+    calls = []
+    monkeypatch.setattr(trainer_module, "retain_freed_memory", lambda: calls.append(1))
+    assert TrainConfig().retain_memory is False
+    for retain, expected in ((False, []), (True, [1])):
+        model = TBDFSModel(node_dim=0, edge_dim=0, time_dim=8, hidden_dim=8, num_heads=2)
+        config = TrainConfig(fanouts=(3, 3), progress=False, retain_memory=retain)
+        LinkPredictionTrainer(model, small, config, log=lambda s: None).close()
+        assert calls == expected

@@ -17,7 +17,8 @@ import torch
 
 from tbdfs_dgl import TBDFSModel, seed_everything
 from tbdfs_dgl.data import TemporalDataset, load_dataset, make_wikipedia_like
-from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig, chronological_split
+from tbdfs_dgl.linkpred import (EventBatch, LinkPredictionTrainer, NegativeSampler,
+                               TrainConfig, chronological_split)
 
 from .grid import VARIANTS, Budget, RunSpec
 
@@ -217,11 +218,12 @@ class _TailTrainer(LinkPredictionTrainer):
     training batches have the history of late training batches (the first ones of a split
     have almost no temporal neighbours and are much cheaper)."""
 
-    def _batches(self, rows: np.ndarray, rng: np.random.Generator, negatives):
+    def make_batches(self, rows: np.ndarray, rng: np.random.Generator,
+                     negatives: NegativeSampler) -> List[EventBatch]:
         cap = self.config.max_batches
         if cap:
             rows = rows[max(0, len(rows) - cap * self.config.batch_size):]
-        return super()._batches(rows, rng, negatives)
+        return super().make_batches(rows, rng, negatives)
 
 
 def measure_speed(dataset: str, budget: Budget, family: str, batches: int = 2,

@@ -1,0 +1,97 @@
+"""The settings of a link-prediction run."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["TrainConfig"]
+
+
+@dataclass
+class TrainConfig:
+    """Settings of a link-prediction run (the paper's defaults).
+
+    Each field is explained where it is declared; ``retain_memory`` here.
+
+    ``retain_memory`` (off by default) tunes glibc's malloc for the *whole process* and for
+    good (:func:`tbdfs_dgl._malloc.retain_freed_memory`: 32 MiB mmap threshold, 256 MiB top
+    pad, no trimming), so that batch-sized tensors are reused instead of faulted in again.
+    It is opt-in because, measured A/B in alternating processes (ABBA, a fresh process per
+    run; JODIE Wikipedia, 1 torch thread, a 2-core machine shared with other jobs), it
+    removes page faults but no step time that stands out from the spread, and it changes
+    the allocator of everything else in the process::
+
+        PYTHONPATH=. python examples/benchmark_malloc.py --rounds 6 \\
+            -- --settings defaults --variants tbdfs --batches 8 --warmup 2
+
+    Medians (min-max) over the processes of each arm, off -> on:
+
+    - ``defaults`` (6 each): 827 (675-893) -> 790 (659-899) ms/step; peak RSS 1110
+      (1075-1147) -> 1125 (1112-1210) MB; minor faults 404k -> 236k a process.
+    - ``official172`` (3 each; ``--rounds 3 -- --settings official172 --variants tbdfs
+      --batches 3 --warmup 1``): 22145 (16111-22528) -> 17116 (14806-24504) ms/step; peak
+      RSS 3270 (3252-3279) -> 3272 (3269-3311) MB; minor faults 7.03M -> 6.73M.
+
+    In both settings the paired (same-round) differences change sign from round to round.
+    """
+
+    epochs: int = 1
+    batch_size: int = 200
+    lr: float = 1e-4
+    patience: int = 5
+    fanouts: Sequence[int] = (10, 10)
+    strategy: str = "recent"
+    num_threads: Optional[int] = None
+    seed: int = 0
+    device: str = "cpu"
+    max_batches: Optional[int] = None  # per epoch and per evaluation, for smoke runs
+    # Budgeted runs on whole graphs: every query still sees the whole history, but each
+    # epoch trains on ``train_batches`` randomly drawn training batches (a fresh draw per
+    # epoch, kept in time order), and validation/test score ``val_events``/``test_events``
+    # randomly drawn interactions of their part (one fixed draw per seed).
+    train_batches: Optional[int] = None
+    val_events: Optional[int] = None
+    test_events: Optional[int] = None
+    save_dir: Optional[str] = None
+    prefetch: bool = True  # sample the next batch in a thread while the model runs
+    # torch.compile the model; batches are padded to fixed shapes so that it compiles once
+    # (per train/eval mode) instead of once per batch.
+    compile: bool = False
+    amp: Optional[str] = None  # 'bf16': autocast the model's matrix products to bfloat16
+    # Training negatives among all training destinations ('all': TGAT's protocol) or only
+    # those that interacted before the batch ('active'): early batches then cannot be
+    # solved by "has any history" alone (docs/learning_efficiency.md).  Evaluation
+    # negatives are unaffected.
+    train_negatives: str = "all"
+    progress: bool = True
+    retain_memory: bool = False  # process-wide malloc tuning; see the class docstring
+
+    def __post_init__(self) -> None:
+        if self.amp not in (None, "bf16"):
+            raise ValueError(f"TrainConfig.amp must be None or 'bf16', got {self.amp!r}")
+        if self.train_negatives not in ("all", "active"):
+            raise ValueError(f"TrainConfig.train_negatives must be 'all' or 'active', got "
+                             f"{self.train_negatives!r}")
+        def is_int(v: Any) -> bool:
+            return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+        for name, low in (("epochs", 1), ("batch_size", 1), ("patience", 0), ("seed", 0)):
+            v = getattr(self, name)
+            if not is_int(v) or v < low:
+                raise ValueError(f"TrainConfig.{name} must be an integer >= {low}, got {v!r}")
+        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float, np.floating)) \
+                or not np.isfinite(self.lr) or self.lr <= 0:
+            raise ValueError(f"TrainConfig.lr must be a finite number > 0, got {self.lr!r}")
+        for name in ("max_batches", "train_batches", "val_events", "test_events"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                                  or v < 1):
+                raise ValueError(f"TrainConfig.{name} must be None or an integer >= 1, "
+                                 f"got {v!r}")
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["fanouts"] = list(self.fanouts)
+        return d
