@@ -116,7 +116,7 @@ void sample_hop(const TCSR& g, int64_t hop, const Instances& dst, int64_t k, boo
 
   parallel_for(num_dst, opt.num_threads, kMinChunk, [&](int64_t b, int64_t e) {
     for (int64_t d = b; d < e; ++d) {
-      const int64_t lo = g.indptr[dst.node[d]];
+      const int64_t lo = g.list_begin(dst.node[d]);
       int64_t* mine = picks.data() + d * k;
       const int64_t c = choose(dst.end[d] - lo, k, opt, InstanceRng(opt.seed, opt.stream, hop, d), mine);
       for (int64_t i = 0; i < c; ++i) mine[i] += lo;
