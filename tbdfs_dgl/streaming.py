@@ -44,7 +44,8 @@ class GrowableRows:
     """A ``[n, d]`` table that grows by whole rows in amortized O(rows).
 
     The rows live in a buffer with spare capacity (grown 1.25x at a time); :attr:`view`
-    is the filled part, the tensor a graph hands out.
+    is the filled part, the tensor a graph hands out.  CPU buffers are written through
+    numpy (a torch slice assignment costs tens of microseconds, too much for one row).
 
     Parameters
     ----------
@@ -54,6 +55,7 @@ class GrowableRows:
 
     def __init__(self, table: torch.Tensor) -> None:
         self._buf = table
+        self._np = table.numpy() if table.device.type == "cpu" else None
         self._n = table.shape[0]
         self.view = table
 
@@ -66,7 +68,11 @@ class GrowableRows:
             buf = self._buf.new_empty((cap, *self._buf.shape[1:]))
             buf[: self._n] = self._buf[: self._n]
             self._buf = buf
-        self._buf[self._n:need] = rows
+            self._np = buf.numpy() if buf.device.type == "cpu" else None
+        if self._np is not None and rows.device.type == "cpu":
+            self._np[self._n:need] = rows.numpy()
+        else:
+            self._buf[self._n:need] = rows
         self._n = need
         self.view = self._buf[:need]
         return self.view
