@@ -22,18 +22,35 @@ void reserve_for(std::vector<T>& v, size_t extra) {
   if (need > v.capacity()) v.reserve(std::max(need, v.capacity() + v.capacity() / 4));
 }
 
-// Makes room for one more entry in u's list.
-void make_room(TCSR& g, int64_t u) {
+// Pool size up to which lists may move out and leave their old space behind: the pool's
+// capacity is reserved up to it at once, so it is reallocated only at a repack.
+size_t pool_limit(const TCSR& g) {
+  return static_cast<size_t>(kCompactRatio * static_cast<double>(g.live_entries)) + kCompactFloor;
+}
+
+// Makes room for one more entry in u's list (repacking the pool at most once).
+void make_room(TCSR& g, int64_t u, bool may_compact = true) {
   if (g.degree[u] < g.capacity[u]) return;
   const int64_t len = g.degree[u];
   const int64_t cap = std::max(kMinCapacity, len + len / 2 + 1);
-  const int64_t pool = static_cast<int64_t>(g.entries.size());
-  if (g.capacity[u] > 0 && g.start[u] + g.capacity[u] == pool) {
-    // The list already ends the pool: grow it in place.
-    reserve_for(g.entries, cap - g.capacity[u]);
-    g.entries.resize(g.start[u] + cap);
+  const bool at_end = g.capacity[u] > 0 &&
+                      g.start[u] + g.capacity[u] == static_cast<int64_t>(g.entries.size());
+  const size_t need = g.entries.size() + (at_end ? cap - g.capacity[u] : cap);
+  if (need > g.entries.capacity()) {
+    if (may_compact && need > pool_limit(g)) {
+      // The pool is full of space lists moved out of: repack (which also gives u spare
+      // slots, unless its list is short) before growing it.
+      compact(g, kCompactSlack);
+      ++g.compactions;
+      make_room(g, u, false);
+      return;
+    }
+    g.entries.reserve(std::max(need, pool_limit(g)));
+  }
+  if (at_end) {
+    g.entries.resize(g.start[u] + cap);  // the list already ends the pool: grow in place
   } else {
-    reserve_for(g.entries, cap);
+    const int64_t pool = static_cast<int64_t>(g.entries.size());
     g.entries.resize(pool + cap);
     if (len > 0)
       std::memcpy(g.entries.data() + pool, g.entries.data() + g.start[u], len * sizeof(Entry));
@@ -53,23 +70,39 @@ eid_t push(TCSR& g, int64_t u, const Entry& e) {
   return static_cast<eid_t>(off);
 }
 
-// A new pool holding g's lists in node order, each with degree / slack_div spare slots
-// (none if slack_div <= 0); writes their layout into start / capacity, which may be g's
-// own (each node's old start is read before it is overwritten).
+// A new pool holding g's lists in node order, each with spare slots (slack_div > 0) or
+// none, and writes their layout into start / capacity, which may be g's own (each node's
+// old start is read before it is overwritten).  Spare slots: lists keep the room they
+// have (those that grew since the last repack are the ones that keep growing), and get at
+// least degree / slack_div; if kept room would fill more than half the headroom up to
+// the next repack, every list gets degree / slack_div instead.
 std::vector<Entry> repack(const TCSR& g, int64_t slack_div, std::vector<int64_t>& start,
                           std::vector<int64_t>& capacity) {
-  auto spare = [slack_div](int64_t len) { return slack_div > 0 ? len / slack_div : 0; };
+  auto room = [&](int64_t u, bool keep) -> int64_t {
+    const int64_t len = g.degree[u];
+    if (slack_div <= 0) return len;
+    return keep ? std::max(g.capacity[u], len + len / slack_div) : len + len / slack_div;
+  };
   int64_t total = 0;
-  for (int64_t u = 0; u < g.num_nodes; ++u) total += g.degree[u] + spare(g.degree[u]);
-  std::vector<Entry> pool(total);
+  for (int64_t u = 0; u < g.num_nodes; ++u) total += room(u, true);
+  const double half_way = (1.0 + kCompactRatio) / 2 * static_cast<double>(g.live_entries);
+  const bool keep = static_cast<double>(total) <= half_way;
+  if (!keep) {
+    total = 0;
+    for (int64_t u = 0; u < g.num_nodes; ++u) total += room(u, false);
+  }
+  std::vector<Entry> pool;
+  // Room for lists to move into until the next repack (pages untouched until used).
+  pool.reserve(std::max(static_cast<size_t>(total), slack_div > 0 ? pool_limit(g) : 0));
+  pool.resize(total);
   int64_t at = 0;
   for (int64_t u = 0; u < g.num_nodes; ++u) {
-    const int64_t len = g.degree[u];
+    const int64_t len = g.degree[u], cap = room(u, keep);
     if (len > 0)
       std::memcpy(pool.data() + at, g.entries.data() + g.start[u], len * sizeof(Entry));
     start[u] = at;
-    capacity[u] = len + spare(len);
-    at += capacity[u];
+    capacity[u] = cap;
+    at += cap;
   }
   return pool;
 }
@@ -146,11 +179,6 @@ void append_edges(TCSR& g, const int64_t* src, const int64_t* dst, const double*
   }
   g.num_edges += n;
   g.latest_time = std::max(g.latest_time, sorted ? ts[n - 1] : ts[order[n - 1]]);
-  const double pool = static_cast<double>(g.entries.size());
-  if (pool > kCompactRatio * static_cast<double>(g.live_entries) + kCompactFloor) {
-    compact(g, kCompactSlack);
-    ++g.compactions;
-  }
 }
 
 void compact(TCSR& g, int64_t slack_div) {
