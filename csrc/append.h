@@ -9,10 +9,11 @@
 //  - a full list moves to the end of the pool with capacity ~1.5x its length (geometric
 //    growth: its copies are paid for by the appends that filled it), or grows in place
 //    when it already ends the pool;
-//  - the slots a list moved out of are left behind and reclaimed lazily: once the pool
-//    exceeds kCompactRatio x the live entries, compact() repacks every list in node order
-//    with 1/kCompactSlack spare slots each, in one O(pool) pass paid for by the appends
-//    that made the waste.
+//  - the slots a list moved out of are left behind and reclaimed lazily: when the pool
+//    would exceed kCompactRatio x the live entries, compact() repacks every list in node
+//    order (lists keep their room, at least 1/kCompactSlack of their length, unless that
+//    would use up half the headroom: then exactly that), in one O(pool) pass paid for by
+//    the appends that made the waste.  The pool's capacity is reserved up to that limit.
 // So a list stays one contiguous, sorted range (what the sampler reads), an append costs
 // O(1) amortized whatever the graph's size, and the pool stays within kCompactRatio of a
 // fresh build's entries.  The alternative, a per-node log of appended entries beside the
@@ -30,7 +31,7 @@ namespace tbdfs {
 // small graphs are never repacked).
 constexpr double kCompactRatio = 1.5;
 constexpr int64_t kCompactFloor = 4096;
-// After a repack a list of length n gets n / kCompactSlack spare slots.
+// After a repack a list of length n has at least n / kCompactSlack spare slots.
 constexpr int64_t kCompactSlack = 8;
 
 // Appends rows (src[i], dst[i], ts[i]) as rows num_edges.. of g.  Every time must be finite
