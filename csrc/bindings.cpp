@@ -5,9 +5,12 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
+#include "append.h"
 #include "budget.h"
 #include "paths.h"
 #include "sample.h"
@@ -54,6 +57,11 @@ py::array field_view(const std::vector<Entry>& v, T Entry::*field, py::handle ow
                                   {static_cast<py::ssize_t>(sizeof(Entry))}, first, owner));
 }
 
+// The CSR's lock, for reading (sampling, views) or writing (appends); see TCSR::mutex.
+std::shared_lock<std::shared_mutex> read_lock(const TCSR& g) {
+  return std::shared_lock<std::shared_mutex>(*g.mutex);
+}
+
 template <class T>
 void check_1d(const CArray<T>& a, const char* name) {
   if (a.ndim() != 1)
@@ -95,15 +103,16 @@ std::shared_ptr<TCSR> from_arrays(int64_t num_nodes, int64_t num_edges, bool dir
   g->num_nodes = num_nodes;
   g->num_edges = num_edges;
   g->directed = directed;
-  g->indptr = copy_vec(indptr, "indptr");
   g->src = copy_vec(src, "src");
   g->dst = copy_vec(dst, "dst");
   g->entries.resize(M);
   for (int64_t j = 0; j < M; ++j)
     g->entries[j] = Entry{ts.data()[j], nbr.data()[j], row.data()[j], twin.data()[j]};
+  const std::vector<int64_t> ptr = copy_vec(indptr, "indptr");
   py::gil_scoped_release release;
+  g->set_packed_layout(ptr);
   g->validate();
-  g->update_max_degree();
+  g->update_summary();
   return g;
 }
 
@@ -114,14 +123,46 @@ py::tuple input_edges(const TCSR& g) {
   Buffer<double> ts(E);
   {
     py::gil_scoped_release release;
+    auto lock = read_lock(g);
     for (int64_t e = 0; e < E; ++e) {
       src[e] = g.src[e];
       dst[e] = g.dst[e];
     }
-    for (const Entry& x : g.entries) ts[x.row] = x.ts;
+    // Live lists only: the pool also holds spare slots and lists' old places.
+    for (int64_t u = 0; u < g.num_nodes; ++u)
+      for (int64_t j = g.list_begin(u); j < g.list_end(u); ++j) ts[g.entries[j].row] = g.entries[j].ts;
   }
   return py::make_tuple(to_numpy(std::move(src), {E}), to_numpy(std::move(dst), {E}),
                         to_numpy(std::move(ts), {E}));
+}
+
+// The packed layout's arrays (indptr, entry fields, endpoints) as read-only views of one
+// snapshot, which they keep alive: the CSR itself may move its entries on the next append.
+py::dict packed_arrays(const TCSR& g) {
+  struct Snapshot {
+    TCSR csr;
+    std::vector<int64_t> indptr;
+  };
+  auto snap = std::make_unique<Snapshot>();
+  {
+    py::gil_scoped_release release;
+    auto lock = read_lock(g);
+    snap->csr = packed_copy(g);
+  }
+  const TCSR& c = snap->csr;
+  snap->indptr.assign(c.start.begin(), c.start.end());
+  snap->indptr.push_back(c.live_entries);
+  const std::vector<int64_t>& indptr = snap->indptr;
+  py::capsule owner(snap.release(), [](void* p) { delete static_cast<Snapshot*>(p); });
+  py::dict d;
+  d["indptr"] = view(indptr, owner);
+  d["nbr"] = field_view(c.entries, &Entry::nbr, owner);
+  d["row"] = field_view(c.entries, &Entry::row, owner);
+  d["ts"] = field_view(c.entries, &Entry::ts, owner);
+  d["twin"] = field_view(c.entries, &Entry::twin, owner);
+  d["src"] = view(c.src, owner);
+  d["dst"] = view(c.dst, owner);
+  return d;
 }
 
 py::tuple sample(const TCSR& g, const CArray<int64_t>& nodes, const CArray<double>& times,
@@ -146,7 +187,10 @@ py::tuple sample(const TCSR& g, const CArray<int64_t>& nodes, const CArray<doubl
   std::vector<LayerTableArrays> tables;
   {
     py::gil_scoped_release release;
-    hops = sample_tree(g, nodes.data(), times.data(), nodes.size(), opt);
+    {
+      auto lock = read_lock(g);  // only the tree reads the CSR
+      hops = sample_tree(g, nodes.data(), times.data(), nodes.size(), opt);
+    }
     if (with_paths) paths = explode_paths(hops, opt.fanouts, num_threads);
     if (with_tables) {
       const size_t L = hops.size();
@@ -218,6 +262,59 @@ py::tuple reduce_phases_py(const CArray<double>& w, const CArray<double>& dt) {
   return py::make_tuple(quadrant, y);
 }
 
+// ---------------------------------------------------------------- streaming inserts
+// Appending interactions to a built CSR (append.h), in a block of its own.
+
+void append_rows(TCSR& g, const CArray<int64_t>& src, const CArray<int64_t>& dst,
+                 const CArray<double>& ts) {
+  check_1d(src, "src");
+  check_1d(dst, "dst");
+  check_1d(ts, "ts");
+  if (src.size() != dst.size() || src.size() != ts.size())
+    throw InputError("src, dst and ts must have the same length, got " +
+                     std::to_string(src.size()) + ", " + std::to_string(dst.size()) + " and " +
+                     std::to_string(ts.size()));
+  // Small chunks keep the GIL: releasing and retaking it costs more than they do.
+  std::unique_ptr<py::gil_scoped_release> release;
+  if (src.size() >= 1024) release = std::make_unique<py::gil_scoped_release>();
+  std::unique_lock<std::shared_mutex> lock(*g.mutex);
+  append_edges(g, src.data(), dst.data(), ts.data(), src.size());
+}
+
+void append_row(TCSR& g, int64_t src, int64_t dst, double ts) {
+  std::unique_lock<std::shared_mutex> lock(*g.mutex);
+  append_edges(g, &src, &dst, &ts, 1);
+}
+
+void bind_append(py::module_& m) {
+  m.def("append_edges", &append_rows, py::arg("csr"), py::arg("src"), py::arg("dst"),
+        py::arg("ts"),
+        "Append rows (src, dst, ts) to the CSR as its next edge ids; times must be >= its\n"
+        "latest time.  Checks every row before changing anything.");
+  m.def("append_edge", &append_row, py::arg("csr"), py::arg("src"), py::arg("dst"),
+        py::arg("ts"), "Append one row (the fast path for one event at a time).");
+  m.def("compact_csr",
+        [](TCSR& g) {
+          py::gil_scoped_release release;
+          std::unique_lock<std::shared_mutex> lock(*g.mutex);
+          compact(g, 0);
+        },
+        py::arg("csr"), "Repack the CSR's lists without spare slots (the layout of a build).");
+  m.def("csr_layout",
+        [](const TCSR& g) {
+          auto lock = read_lock(g);
+          py::dict d;
+          d["live_entries"] = g.live_entries;
+          d["pool_entries"] = static_cast<int64_t>(g.entries.size());
+          d["pool_capacity_entries"] = static_cast<int64_t>(g.entries.capacity());
+          d["relocations"] = g.relocations;
+          d["compactions"] = g.compactions;
+          d["latest_time"] = g.latest_time;
+          return d;
+        },
+        py::arg("csr"), "Pool statistics: live entries, pool size and capacity, moves, repacks.");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -233,24 +330,18 @@ PYBIND11_MODULE(_C, m) {
       .def_readonly("num_edges", &TCSR::num_edges)
       .def_readonly("directed", &TCSR::directed)
       .def_readonly("max_degree", &TCSR::max_degree)
-      .def_property_readonly("nbytes", &TCSR::nbytes)
-      .def("arrays",
-           [](py::object self) {
-             const TCSR& g = self.cast<const TCSR&>();
-             py::dict d;
-             d["indptr"] = view(g.indptr, self);
-             d["nbr"] = field_view(g.entries, &Entry::nbr, self);
-             d["row"] = field_view(g.entries, &Entry::row, self);
-             d["ts"] = field_view(g.entries, &Entry::ts, self);
-             d["twin"] = field_view(g.entries, &Entry::twin, self);
-             d["src"] = view(g.src, self);
-             d["dst"] = view(g.dst, self);
-             return d;
-           },
-           "Read-only views of the CSR arrays (they keep the CSR alive).")
+      .def_property_readonly("nbytes",
+                             [](const TCSR& g) {
+                               auto lock = read_lock(g);
+                               return g.nbytes();
+                             })
+      .def("arrays", &packed_arrays,
+           "Read-only arrays of the CSR in its packed layout (a snapshot: appends do not "
+           "change them).")
       .def("input_edges", &input_edges, "(src, dst, ts) in input-row order.")
       .def("validate", [](const TCSR& g) {
         py::gil_scoped_release release;
+        auto lock = read_lock(g);
         g.validate();
       });
 
@@ -260,6 +351,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("estimate_batch_bytes",
         [](const TCSR& g, std::vector<int64_t> fanouts, int64_t num_roots, bool replace,
            bool with_paths) {
+          auto lock = read_lock(g);
           const BatchEstimate e = estimate_batch(g, fanouts, num_roots, replace, with_paths);
           return py::make_tuple(e.tree_bytes, e.path_bytes, e.instances, e.path_slots);
         },
@@ -287,4 +379,6 @@ PYBIND11_MODULE(_C, m) {
         py::arg("with_tables") = false,
         "Sample an L-layer temporal tree; returns (hops, paths, tables) as numpy arrays\n"
         "(paths / tables None unless asked for; tables per hop: nbr, mask, dt, eid).");
+
+  bind_append(m);
 }

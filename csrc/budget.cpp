@@ -58,7 +58,7 @@ BatchEstimate estimate_batch(const TCSR& g, const std::vector<int64_t>& fanouts,
 
 double graph_build_bytes(int64_t num_nodes, int64_t num_edges, bool directed) {
   const double n = static_cast<double>(num_nodes), e = static_cast<double>(num_edges);
-  return 16 * (n + 1) + (directed ? 1 : 2) * 24 * e + 12 * e;
+  return 40 * (n + 1) + (directed ? 1 : 2) * 24 * e + 12 * e;
 }
 
 double physical_memory_bytes() {

@@ -30,8 +30,9 @@ struct BatchEstimate {
 BatchEstimate estimate_batch(const TCSR& g, const std::vector<int64_t>& fanouts,
                              int64_t num_roots, bool replace, bool with_paths);
 
-// Peak bytes of build_tcsr for these sizes: indptr and the fill cursors (2 x 8 bytes per
-// node), up to two 24-byte entries per edge, the endpoint copies and the sort order.
+// Peak bytes of build_tcsr for these sizes: indptr, the fill cursors and the list layout
+// (start, degree, capacity: 5 x 8 bytes per node), up to two 24-byte entries per edge, the
+// endpoint copies and the sort order.
 double graph_build_bytes(int64_t num_nodes, int64_t num_edges, bool directed);
 
 // Physical memory of this machine, in bytes (0 when unknown): no batch may need more.

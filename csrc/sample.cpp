@@ -29,7 +29,7 @@ template <class Choose>
 void pick_range(const TCSR& g, const Instances& dst, int64_t k, int64_t b, int64_t e,
                 int64_t* picks, int64_t* counts, Choose choose) {
   for (int64_t d = b; d < e; ++d) {
-    const int64_t lo = g.indptr[dst.node[d]];
+    const int64_t lo = g.list_begin(dst.node[d]);
     int64_t* mine = picks + d * k;
     const int64_t c = choose(dst.end[d] - lo, d, mine);
     for (int64_t i = 0; i < c; ++i) mine[i] += lo;

@@ -29,13 +29,13 @@ int64_t search(const Entry* a, int64_t lo, int64_t hi, double t, bool strict) {
 }  // namespace
 
 int64_t TCSR::eligible_end(int64_t u, double t, bool strict) const {
-  return search(entries.data(), indptr[u], indptr[u + 1], t, strict);
+  return search(entries.data(), list_begin(u), list_end(u), t, strict);
 }
 
 int64_t TCSR::child_eligible_end(int64_t j, bool strict) const {
   const Entry& e = entries[j];
   if (directed) return eligible_end(e.nbr, e.ts, strict);
-  const int64_t lo = indptr[e.nbr], hi = indptr[e.nbr + 1], pos = lo + e.twin;
+  const int64_t lo = list_begin(e.nbr), hi = list_end(e.nbr), pos = lo + e.twin;
   const Entry* a = entries.data();
   const double t = e.ts;
   if (strict) {
@@ -50,44 +50,72 @@ int64_t TCSR::child_eligible_end(int64_t j, bool strict) const {
   return search(a, p, hi, t, false);
 }
 
-void TCSR::update_max_degree() {
+void TCSR::update_summary() {
   max_degree = 0;
-  for (size_t u = 0; u + 1 < indptr.size(); ++u)
-    max_degree = std::max(max_degree, indptr[u + 1] - indptr[u]);
+  live_entries = 0;
+  latest_time = -std::numeric_limits<double>::infinity();
+  for (size_t u = 0; u < degree.size(); ++u) {
+    max_degree = std::max(max_degree, degree[u]);
+    live_entries += degree[u];
+    // Lists are time-sorted: the last entry is the list's latest.
+    if (degree[u] > 0) latest_time = std::max(latest_time, entries[list_end(u) - 1].ts);
+  }
+}
+
+void TCSR::set_packed_layout(const std::vector<int64_t>& indptr) {
+  const size_t N = static_cast<size_t>(num_nodes), M = entries.size();
+  if (num_nodes < 0 || indptr.size() != N + 1) fail("CSR arrays have inconsistent lengths");
+  if (indptr[0] != 0 || static_cast<size_t>(indptr[N]) != M)
+    fail("CSR indptr must start at 0 and end at the number of entries");
+  for (size_t u = 0; u < N; ++u)
+    if (indptr[u] > indptr[u + 1] || indptr[u + 1] > static_cast<int64_t>(M))
+      fail("CSR indptr is not non-decreasing within [0, ", M, "] at node ", u);
+  start.assign(indptr.begin(), indptr.end() - 1);
+  degree.resize(N);
+  for (size_t u = 0; u < N; ++u) degree[u] = indptr[u + 1] - indptr[u];
+  capacity = degree;
 }
 
 size_t TCSR::nbytes() const {
-  return indptr.size() * sizeof(int64_t) + entries.size() * sizeof(Entry) +
-         (src.size() + dst.size()) * sizeof(nid_t);
+  return (start.size() + degree.size() + capacity.size()) * sizeof(int64_t) +
+         entries.size() * sizeof(Entry) + (src.size() + dst.size()) * sizeof(nid_t);
 }
 
 void TCSR::validate() const {
   const size_t E = static_cast<size_t>(num_edges), N = static_cast<size_t>(num_nodes);
   if (num_nodes < 0 || num_edges < 0 || num_nodes > kMaxId || num_edges > kMaxId)
     fail("CSR sizes out of range: num_nodes=", num_nodes, ", num_edges=", num_edges);
-  const size_t M = entries.size();
-  if (src.size() != E || dst.size() != E || indptr.size() != N + 1)
+  const int64_t M = static_cast<int64_t>(entries.size());
+  if (src.size() != E || dst.size() != E || start.size() != N || degree.size() != N ||
+      capacity.size() != N)
     fail("CSR arrays have inconsistent lengths");
-  if (indptr[0] != 0 || static_cast<size_t>(indptr[N]) != M)
-    fail("CSR indptr must start at 0 and end at the number of entries");
-  // The whole of indptr first: the entry checks below index lists of other nodes (twins),
+  // The whole layout first: the entry checks below index lists of other nodes (twins),
   // which must lie inside `entries` before they are read.
-  for (size_t u = 0; u < N; ++u)
-    if (indptr[u] > indptr[u + 1] || indptr[u + 1] > static_cast<int64_t>(M))
-      fail("CSR indptr is not non-decreasing within [0, ", M, "] at node ", u);
+  std::vector<std::pair<int64_t, int64_t>> spans;  // (start, capacity) of non-empty slots
+  for (size_t u = 0; u < N; ++u) {
+    if (start[u] < 0 || degree[u] < 0 || degree[u] > capacity[u] || capacity[u] > M ||
+        start[u] > M - capacity[u])
+      fail("CSR list of node ", u, " does not lie within the ", M, " entries");
+    if (capacity[u] > 0) spans.emplace_back(start[u], capacity[u]);
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (spans[i - 1].first + spans[i - 1].second > spans[i].first)
+      fail("CSR lists overlap at entry ", spans[i].first);
   for (size_t i = 0; i < E; ++i)
     if (src[i] < 0 || src[i] >= num_nodes || dst[i] < 0 || dst[i] >= num_nodes)
       fail("CSR endpoint out of range at row ", i);
   std::vector<uint8_t> seen(E, 0);
   for (size_t u = 0; u < N; ++u) {
-    for (int64_t j = indptr[u]; j < indptr[u + 1]; ++j) {
+    const int64_t lo = list_begin(u), hi = list_end(u);
+    for (int64_t j = lo; j < hi; ++j) {
       const Entry& x = entries[j];
       const eid_t r = x.row;
       if (r < 0 || static_cast<size_t>(r) >= E) fail("CSR row out of range at entry ", j);
       if (x.nbr < 0 || x.nbr >= num_nodes) fail("CSR neighbour out of range at entry ", j);
       if (!std::isfinite(x.ts)) fail("CSR time at entry ", j, " is not finite");
-      if (j > indptr[u] && (x.ts < entries[j - 1].ts ||
-                            (x.ts == entries[j - 1].ts && r <= entries[j - 1].row)))
+      if (j > lo && (x.ts < entries[j - 1].ts ||
+                     (x.ts == entries[j - 1].ts && r <= entries[j - 1].row)))
         fail("CSR neighbour list of node ", u, " is not sorted by (time, row)");
       const nid_t me = static_cast<nid_t>(u);
       const bool here = directed ? (dst[r] == me && x.nbr == src[r])
@@ -99,9 +127,9 @@ void TCSR::validate() const {
       if (directed) {
         if (x.twin != -1) fail("CSR twin of entry ", j, " must be -1 in a directed graph");
       } else {
-        const int64_t t = indptr[x.nbr] + x.twin;
-        if (x.twin < 0 || t >= indptr[x.nbr + 1] || entries[t].row != r || entries[t].nbr != me)
-          fail("CSR twin of entry ", j, " is wrong");
+        if (x.twin < 0 || x.twin >= degree[x.nbr]) fail("CSR twin of entry ", j, " is wrong");
+        const Entry& t = entries[list_begin(x.nbr) + x.twin];
+        if (t.row != r || t.nbr != me) fail("CSR twin of entry ", j, " is wrong");
       }
     }
   }
@@ -150,16 +178,16 @@ TCSR build_tcsr(const int64_t* src, const int64_t* dst, const double* ts, int64_
   }
   auto row_at = [&](int64_t k) -> eid_t { return sorted ? static_cast<eid_t>(k) : order[k]; };
 
-  g.indptr.assign(num_nodes + 1, 0);
+  std::vector<int64_t> indptr(num_nodes + 1, 0);
   for (int64_t e = 0; e < num_edges; ++e) {
-    ++g.indptr[dst[e] + 1];
-    if (!directed && src[e] != dst[e]) ++g.indptr[src[e] + 1];
+    ++indptr[dst[e] + 1];
+    if (!directed && src[e] != dst[e]) ++indptr[src[e] + 1];
   }
-  for (int64_t u = 0; u < num_nodes; ++u) g.indptr[u + 1] += g.indptr[u];
-  const int64_t M = g.indptr[num_nodes];
+  for (int64_t u = 0; u < num_nodes; ++u) indptr[u + 1] += indptr[u];
+  const int64_t M = indptr[num_nodes];
   g.entries.resize(M);
 
-  std::vector<int64_t> fill(g.indptr.begin(), g.indptr.end() - 1);
+  std::vector<int64_t> fill(indptr.begin(), indptr.end() - 1);
   for (int64_t k = 0; k < num_edges; ++k) {
     const eid_t r = row_at(k);
     const nid_t s = static_cast<nid_t>(src[r]), d = static_cast<nid_t>(dst[r]);
@@ -167,14 +195,16 @@ TCSR build_tcsr(const int64_t* src, const int64_t* dst, const double* ts, int64_
     g.entries[jd] = Entry{ts[r], s, r, -1};
     if (directed) continue;
     if (s == d) {
-      g.entries[jd].twin = static_cast<eid_t>(jd - g.indptr[d]);
+      g.entries[jd].twin = static_cast<eid_t>(jd - indptr[d]);
       continue;
     }
     const int64_t js = fill[s]++;
-    g.entries[js] = Entry{ts[r], d, r, static_cast<eid_t>(jd - g.indptr[d])};
-    g.entries[jd].twin = static_cast<eid_t>(js - g.indptr[s]);
+    g.entries[js] = Entry{ts[r], d, r, static_cast<eid_t>(jd - indptr[d])};
+    g.entries[jd].twin = static_cast<eid_t>(js - indptr[s]);
   }
-  g.update_max_degree();
+  fill = std::vector<int64_t>();  // freed before the layout arrays are made
+  g.set_packed_layout(indptr);
+  g.update_summary();
   return g;
 }
 

@@ -2,6 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
+#include <memory>
+#include <shared_mutex>
 #include <vector>
 
 #include "common.h"
@@ -28,18 +31,38 @@ struct Entry {
 };
 static_assert(sizeof(Entry) == 24, "Entry must stay packed");
 
+// Node u's list is entries[start[u], start[u] + degree[u]), with capacity[u] >= degree[u]
+// slots reserved there.  build_tcsr packs the lists (start = prefix sum of degree, no spare
+// slots); appended interactions (append.h) fill a list's spare slots or move the list to
+// the end of the pool, so each list stays contiguous and sorted.
 struct TCSR {
   int64_t num_nodes = 0;
   int64_t num_edges = 0;
   bool directed = false;
-  std::vector<int64_t> indptr;  // [N + 1]
-  std::vector<Entry> entries;   // [M]
-  std::vector<nid_t> src;       // [E] input endpoints, kept to give the edges back
-  std::vector<nid_t> dst;       // [E]
-  int64_t max_degree = 0;       // longest neighbour list: bounds a non-replacing fanout
+  std::vector<int64_t> start;     // [N] first position of node u's list in `entries`
+  std::vector<int64_t> degree;    // [N] length of node u's list
+  std::vector<int64_t> capacity;  // [N] slots reserved at start[u]
+  std::vector<Entry> entries;     // the pool: every list's slots (plus space lists moved out of)
+  std::vector<nid_t> src;         // [E] input endpoints, kept to give the edges back
+  std::vector<nid_t> dst;         // [E]
+  int64_t max_degree = 0;         // longest neighbour list: bounds a non-replacing fanout
+  int64_t live_entries = 0;       // sum of degree
+  double latest_time = -std::numeric_limits<double>::infinity();  // of any edge
+  int64_t relocations = 0;        // lists moved to the end of the pool by appends
+  int64_t compactions = 0;        // repacks of the pool by appends
+  // Samplers read under a shared lock, appends write under an exclusive one.  Holders
+  // never need the GIL, so taking it with the GIL held cannot deadlock.
+  std::unique_ptr<std::shared_mutex> mutex = std::make_unique<std::shared_mutex>();
 
-  // Sets max_degree from indptr (after build or validate).
-  void update_max_degree();
+  int64_t list_begin(int64_t u) const { return start[u]; }
+  int64_t list_end(int64_t u) const { return start[u] + degree[u]; }
+
+  // Sets max_degree, live_entries and latest_time from the lists (after build or validate).
+  void update_summary();
+
+  // Packs the lists from a CSR row pointer indptr [N + 1] over `entries` (pickles carry
+  // the packed layout); throws InputError when indptr is not one.
+  void set_packed_layout(const std::vector<int64_t>& indptr);
 
   // End (absolute position) of node u's entries with ts < t (strict) or ts <= t.
   int64_t eligible_end(int64_t u, double t, bool strict) const;
@@ -49,7 +72,8 @@ struct TCSR {
 
   size_t nbytes() const;
 
-  // Checks the invariants of arrays handed in from outside (unpickling, shared memory).
+  // Checks the invariants of arrays handed in from outside (unpickling, shared memory) and
+  // of the layout after appends.
   void validate() const;
 };
 

@@ -40,21 +40,8 @@ from tbdfs_dgl.data import (TemporalDataset, default_data_dir, fetch_dataset,  #
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig  # noqa: E402
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    d = p.add_argument_group("data")
-    d.add_argument("--data", default=None, help="a JODIE wikipedia.csv or an edge-list file")
-    d.add_argument("--data-dir", default=None, help="folder with the datasets "
-                   "(default: $TBDFS_DATA_DIR, else ../shared/data)")
-    d.add_argument("--no-download", action="store_true", help="never try to download")
-    s = p.add_argument_group("sampling")
-    s.add_argument("--fanouts", default="10,10", help="neighbours per layer")
-    s.add_argument("--strategy", default="recent", choices=["recent", "uniform"])
-    s.add_argument("--num-threads", type=int, default=None, help="sampler threads")
-    s.add_argument("--torch-threads", type=int, default=None,
-                   help="torch intra-op threads (default: torch's own choice)")
-    m = p.add_argument_group("model")
+def add_model_arguments(m: Any) -> None:
+    """The model's flags (read by :func:`model_kwargs`); shared with the other examples."""
     m.add_argument("--alpha", default="0.5",
                    help="BFS/DFS blend; a comma list trains each in turn (e.g. 0.5,1 for "
                         "tBDFS and TGAT); 'learn' for a learned gate")
@@ -75,6 +62,24 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     m.add_argument("--unscaled-time", action="store_true",
                    help="time encoding without the sqrt(1/d) factor (learns faster early; "
                         "docs/learning_efficiency.md)")
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    d = p.add_argument_group("data")
+    d.add_argument("--data", default=None, help="a JODIE wikipedia.csv or an edge-list file")
+    d.add_argument("--data-dir", default=None, help="folder with the datasets "
+                   "(default: $TBDFS_DATA_DIR, else ../shared/data)")
+    d.add_argument("--no-download", action="store_true", help="never try to download")
+    s = p.add_argument_group("sampling")
+    s.add_argument("--fanouts", default="10,10", help="neighbours per layer")
+    s.add_argument("--strategy", default="recent", choices=["recent", "uniform"])
+    s.add_argument("--num-threads", type=int, default=None, help="sampler threads")
+    s.add_argument("--torch-threads", type=int, default=None,
+                   help="torch intra-op threads (default: torch's own choice)")
+    m = p.add_argument_group("model")
+    add_model_arguments(m)
     m.add_argument("--feat-dim", type=int, default=None,
                    help="replace the node/edge features by this many zero columns (the "
                         "official code's setting for featureless graphs, for timing)")

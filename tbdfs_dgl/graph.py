@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from . import _C
+from . import _C, streaming
 from ._deprecation import FEAT_RENAMES, deprecated_alias, renamed_kwargs
 from ._validate import feature_tensor, index_array, time_array
 
@@ -251,6 +251,35 @@ class TemporalGraph:
             raise KeyError(f"raw[{i}] = {raw_a[i]} is not a node of this graph")
         return pos.astype(np.int64)
 
+    # ------------------------------------------------------------------ streaming
+    @renamed_kwargs(FEAT_RENAMES)
+    def add_edges(self, src: Any, dst: Any, ts: Any, edge_feat: Any = None) -> None:
+        """Append interactions in place, as edges ``num_edges, num_edges + 1, ...``.
+
+        Existing samplers see them on their next ``sample()``, which then gives exactly
+        what a graph built from all the interactions at once gives.  Amortized cost
+        O(rows), whatever the graph's size (design: :mod:`tbdfs_dgl.streaming`).
+
+        Parameters
+        ----------
+        src, dst : int or array-like of int
+            Endpoints (raw ids if the graph was built with ``relabel=True``, where new raw
+            ids must be larger than every known one).  Ids ``>= num_nodes`` add nodes
+            (with zero ``node_feat`` rows).
+        ts : int, float or array-like
+            Times, each ``>=`` the graph's latest time (in any order among themselves).
+        edge_feat : tensor or array ``[n, d_e]``, optional
+            Features of the new interactions; required exactly when the graph has
+            ``edge_feat``.
+
+        Raises
+        ------
+        ValueError
+            For a time earlier than the graph's latest (naming the first such row) or any
+            other bad row; the graph is then unchanged.
+        """
+        streaming.add_edges(self, src, dst, ts, edge_feat)
+
     # ------------------------------------------------------------------ properties
     @property
     def edge_feat(self) -> Optional[torch.Tensor]:
@@ -345,8 +374,8 @@ class TemporalGraph:
             "num_edges": self.num_edges,
             "directed": self.directed,
             "arrays": arrays,
-            "edge_feat": self.edge_feat,
-            "node_feat": self.node_feat,
+            "edge_feat": streaming.trimmed(self.edge_feat),  # not a grown table's spare rows
+            "node_feat": streaming.trimmed(self.node_feat),
             "node_ids": self.node_ids,
         }
 

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import numbers
-from typing import TYPE_CHECKING, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
 
 from ._deprecation import FEAT_RENAMES, deprecated_alias, renamed_kwargs
+from .explain import PathAttention, explain
 from .nn import LinkScorer, PathAggregator, PathEncoder, TemporalAttentionConv, TimeEncoder
 
 if TYPE_CHECKING:
@@ -346,7 +347,7 @@ class TBDFSModel(nn.Module):
         return self._dfs(batch, hs, self._layer_edge_inputs(batch, edge_feat))
 
     def _dfs(self, batch: "TemporalBatch", hs: List[torch.Tensor],
-             xs: List[Optional[torch.Tensor]]) -> Tuple[torch.Tensor, torch.Tensor]:
+             xs: List[Optional[torch.Tensor]], get_attention: bool = False) -> tuple:
         L, B = self.num_layers, batch.num_roots
         if self.path_inputs == "raw":
             # Without node inputs h^(0) is all zeros: skip its (wide) share of the work.
@@ -362,12 +363,15 @@ class TBDFSModel(nn.Module):
         path_hidden, path_mask = self.path_encoder.encode_tree(
             batch.layers, feat, query, batch.root_times, edge, project=False)
         h_dfs = self.path_aggregator(path_hidden, hs[-1], path_mask,
-                                     path_proj=self.path_encoder.fc2)
+                                     path_proj=self.path_encoder.fc2, get_attention=get_attention)
+        if get_attention:  # (h_dfs, has_path, (weights [B, P, H], path mask [B, P]))
+            return h_dfs[0], path_mask.any(dim=1, keepdim=True), (h_dfs[1], path_mask)
         return h_dfs, path_mask.any(dim=1, keepdim=True)
 
     @renamed_kwargs(FEAT_RENAMES)
     def forward(self, batch: "TemporalBatch", node_feat: Optional[torch.Tensor] = None,
-                edge_feat: Optional[torch.Tensor] = None) -> torch.Tensor:
+                edge_feat: Optional[torch.Tensor] = None, get_attention: bool = False
+                ) -> Union[torch.Tensor, Tuple[torch.Tensor, "PathAttention"]]:
         """Embed every root of ``batch`` at its query time.
 
         Parameters
@@ -381,24 +385,47 @@ class TBDFSModel(nn.Module):
             ``[E, edge_dim]`` interaction features indexed by interaction row (the tables'
             ``eid``; ``None`` if ``edge_dim == 0``).
 
+        get_attention : bool, optional
+            Also return what the embedding was made of (:class:`~tbdfs_dgl.explain.
+            PathAttention`: the aggregator's path weights, the blend, both branches), as
+            DGL's ``GATConv``; :meth:`explain` reads it.  Default: ``False``.
+
         Returns
         -------
         torch.Tensor
             ``[B, hidden_dim]``.
+        PathAttention, optional
+            With ``get_attention``.
         """
         xs = self._layer_edge_inputs(batch, edge_feat)
         hs = self._bfs(batch, node_feat, xs)
         h_bfs = hs[-1]
         if not self.uses_dfs:
-            return h_bfs
-        h_dfs, has_path = self._dfs(batch, hs, xs)
+            return (h_bfs, PathAttention.bfs_only(h_bfs)) if get_attention else h_bfs
+        dfs = self._dfs(batch, hs, xs, get_attention)
+        h_dfs, has_path = dfs[0], dfs[1]
         # No path means no history: DFS has nothing to add, fall back on the BFS embedding.
         h_dfs = torch.where(has_path, h_dfs, h_bfs)
         if self.gate is not None:
             alpha = torch.sigmoid(self.gate(torch.cat([h_bfs, h_dfs], dim=-1)))
         else:
             alpha = self.alpha
-        return alpha * h_bfs + (1.0 - alpha) * h_dfs
+        out = alpha * h_bfs + (1.0 - alpha) * h_dfs
+        if get_attention:
+            return out, PathAttention(*dfs[2], alpha, h_bfs, h_dfs)
+        return out
+
+    @renamed_kwargs(FEAT_RENAMES)
+    def explain(self, batch: "TemporalBatch", node_feat: Optional[torch.Tensor] = None,
+                edge_feat: Optional[torch.Tensor] = None, root: Union[int, Tuple[int, int]] = 0,
+                top_k: int = 5, node_ids: Optional[Any] = None) -> dict:
+        """Why root ``root`` of ``batch`` got its embedding: its ``top_k`` temporal paths
+        by the aggregator's attention, the blend and the branches' shares (eval mode, no
+        gradients).  ``root=(i, j)`` explains a link: both endpoints and its score.
+
+        See :func:`tbdfs_dgl.explain.explain` for the fields.
+        """
+        return explain(self, batch, node_feat, edge_feat, root, top_k, node_ids)
 
     def score(self, src_emb: torch.Tensor, dst_emb: torch.Tensor) -> torch.Tensor:
         """Link logits ``FFN(h_i ‖ h_j)``, shape ``[B]``."""

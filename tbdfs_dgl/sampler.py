@@ -164,7 +164,6 @@ class TemporalSampler:
         self.seed = int(seed)
         self.num_threads = int(num_threads)
         self.max_batch_bytes = int(max_batch_bytes)
-        self._longest: Optional[int] = None  # longest adjacency list, for _table_bytes
         self._calls = itertools.count()
         self._lock = threading.Lock()
 
@@ -237,13 +236,11 @@ class TemporalSampler:
         """Upper bound on the dense tables' bytes: every row ``k`` slots of nbr, mask, dt
         and eid (25 bytes); a layer has at most as many rows as the frontier reaching it,
         which grows by at most ``min(k, longest list) + 1`` a layer."""
-        if self._longest is None:
-            indptr = self.graph.csr.arrays()["indptr"]
-            self._longest = int(np.diff(indptr).max()) if len(indptr) > 1 else 0
+        longest = self.graph.csr.max_degree  # read each time: appends may raise it
         rows, total = float(num_roots), 0.0
         for k in reversed(self.fanouts):  # from the roots outwards
             total += rows * k * 25
-            rows *= min(k, self._longest) + 1
+            rows *= min(k, longest) + 1
         return total
 
     def _check_budget(self, num_roots: int, paths: bool, tables: bool = False) -> None:
@@ -316,7 +313,7 @@ class TemporalSampler:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("max_batch_bytes", default_max_batch_bytes())  # older pickles
-        self.__dict__.setdefault("_longest", None)
+        self.__dict__.pop("_longest", None)  # older pickles cached the longest list
         self._calls = itertools.count(state["_calls"])
         self._lock = threading.Lock()
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -112,7 +112,8 @@ class PathAggregator(nn.Module):
         nn.init.zeros_(self.fc_o.bias)
 
     def forward(self, path_feat: torch.Tensor, query: torch.Tensor, mask: torch.Tensor,
-                path_proj: Optional[nn.Linear] = None) -> torch.Tensor:
+                path_proj: Optional[nn.Linear] = None, get_attention: bool = False
+                ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
         """Aggregate.
 
         Parameters
@@ -131,11 +132,17 @@ class PathAggregator(nn.Module):
             root and head instead of once per path: scores are linear in :math:`r_p` (the
             bias adds a per-root constant, which softmax ignores) and the values enter as a
             weighted sum.
+        get_attention : bool, optional
+            Also return the weights of the paths (as DGL's ``GATConv``).  Default: ``False``.
 
         Returns
         -------
         torch.Tensor
             ``[B, out_dim]``; zero rows for roots without a non-empty path.
+        torch.Tensor, optional
+            With ``get_attention``: the ``[B, P, H]`` weights the sum used (``H = 1`` for
+            ``'mean'``), after attention dropout; each head's sum to 1 over a root's
+            non-empty paths, zero on empty ones.
         """
         B, P, _ = path_feat.shape
         D = self._in_dim
@@ -161,7 +168,8 @@ class PathAggregator(nn.Module):
             if path_proj.bias is not None:
                 agg = agg + weight.sum(dim=1).unsqueeze(-1) * path_proj.bias
         # Without the mask, a root with no path would get fc_o's bias: zero is clearer.
-        return self.fc_o(agg.reshape(B, -1)) * has_path.to(agg.dtype)
+        out = self.fc_o(agg.reshape(B, -1)) * has_path.to(agg.dtype)
+        return (out, weight) if get_attention else out
 
     def extra_repr(self) -> str:
         return (f"in_dim={self._in_dim}, out_dim={self._out_dim}, "

@@ -1,0 +1,107 @@
+"""Path-level explanations: the aggregator's attention, returned and checked against the
+forward pass."""
+import numpy as np
+import pytest
+import torch
+
+from tbdfs_dgl import TBDFSModel, TemporalGraph, TemporalSampler
+from tbdfs_dgl.explain import root_paths
+
+import reference as ref
+
+
+def setup(alpha=0.5, paths_agg="attn", num_heads=2, seed=0):
+    rng = np.random.default_rng(seed)
+    src, dst, ts = ref.random_graph(rng, 25, 400, num_times=100)
+    g = TemporalGraph(src, dst, ts, num_nodes=25)
+    ef = torch.randn(400, 3)
+    model = TBDFSModel(0, 3, 8, 8, num_heads=num_heads, alpha=alpha, paths_agg=paths_agg,
+                       num_nodes=25, node_embedding_dim=4).eval()
+    batch = TemporalSampler(g, [3, 4], strategy="uniform", seed=seed).sample(
+        rng.integers(0, 23, 12), rng.uniform(20, 110, 12))
+    return model, batch, ef
+
+
+@pytest.mark.parametrize("alpha", [0.5, "learn"])
+def test_weights_sum_to_one_and_are_those_the_forward_pass_used(alpha):
+    model, batch, ef = setup(alpha)
+    with torch.no_grad():
+        h, att = model(batch, None, ef, get_attention=True)
+        assert torch.equal(h, model(batch, None, ef))  # opt-in changes nothing
+        B, P, H = att.weight.shape
+        has = att.mask.any(dim=1)
+        sums = att.weight.sum(dim=1)  # [B, H]
+        torch.testing.assert_close(sums[has], torch.ones_like(sums[has]))
+        assert (att.weight[~att.mask] == 0).all()
+        # h_DFS recomputed from the weights and the path representations r_p.
+        xs = model._layer_edge_inputs(batch, ef)
+        hs = model._bfs(batch, None, xs)
+        r, mask = model.path_encoder.encode_tree(batch.layers, hs[0], hs[0][:B],
+                                                 batch.root_times, xs, project=True)
+        assert torch.equal(mask, att.mask)
+        agg = torch.einsum("bph,bpd->bhd", att.weight, r)
+        h_dfs = model.path_aggregator.fc_o(agg.reshape(B, -1))
+        torch.testing.assert_close(h_dfs[has], att.h_dfs[has], rtol=1e-4, atol=1e-5)
+        a = att.alpha
+        torch.testing.assert_close(h, a * att.h_bfs + (1 - a) * att.h_dfs)
+    for root in range(B):
+        ex = model.explain(batch, edge_feat=ef, root=root, top_k=P)
+        if has[root]:
+            assert ex["weight_total"] == pytest.approx(1.0, abs=1e-5)
+            assert sum(p["weight"] for p in ex["paths"]) == pytest.approx(1.0, abs=1e-5)
+        expected_alpha = float(a[root]) if alpha == "learn" else 0.5
+        assert ex["alpha"] == pytest.approx(expected_alpha)
+        assert ex["bfs_share"] + ex["dfs_share"] == pytest.approx(1.0)
+
+
+def test_top_paths_are_the_heaviest_and_read_as_batch_paths():
+    model, batch, ef = setup()
+    _, att = model(batch, None, ef, get_attention=True)
+    w = att.weight.mean(-1) * att.mask
+    root = int(torch.argmax(att.mask.sum(1)))
+    ex = model.explain(batch, edge_feat=ef, root=root, top_k=3)
+    assert [p["weight"] for p in ex["paths"]] == pytest.approx(
+        torch.topk(w[root], 3).values.tolist())
+    slots = torch.topk(w[root], 3).indices.tolist()
+    paths = batch.paths
+    for p, slot in zip(ex["paths"], slots):
+        m = paths.mask[root, slot]
+        assert p["nodes"] == [int(batch.root_nodes[root])] + paths.nodes[root, slot][m].tolist()
+        assert p["eids"] == paths.eids[root, slot][m].tolist()
+        assert p["ts"] == paths.ts[root, slot][m].tolist()
+        assert all(t < float(batch.root_times[root]) for t in p["ts"])  # strict rule
+    # every chain of every root, against the sampler's own path explosion
+    for b in range(batch.num_roots):
+        slots = torch.nonzero(att.mask[b]).flatten().tolist()
+        for path, slot in zip(root_paths(batch, b, slots), slots):
+            m = paths.mask[b, slot]
+            assert path["eids"] == paths.eids[b, slot][m].tolist()
+
+
+def test_mean_aggregation_gives_uniform_weights_and_alpha_one_gives_no_paths():
+    model, batch, ef = setup(paths_agg="mean")
+    root = int(torch.argmax(batch.paths.mask.any(-1).sum(1)))
+    ex = model.explain(batch, edge_feat=ef, root=root, top_k=100)
+    n = ex["num_paths"]
+    assert n > 1 and all(p["weight"] == pytest.approx(1 / n) for p in ex["paths"])
+    model, batch, ef = setup(alpha=1.0)
+    ex = model.explain(batch, edge_feat=ef, root=0)
+    assert ex["paths"] == [] and ex["alpha"] == 1.0 and ex["bfs_share"] == 1.0
+
+
+def test_a_link_is_explained_from_both_endpoints_with_its_score():
+    model, batch, ef = setup()
+    model.train()
+    ex = model.explain(batch, edge_feat=ef, root=(0, 1), top_k=2, node_ids=np.arange(25) + 1000)
+    assert model.training  # restored
+    with torch.no_grad():
+        model.eval()
+        h = model(batch, None, ef)
+        assert ex["score"] == pytest.approx(float(model.score(h[:1], h[1:2])[0]), rel=1e-5)
+    assert ex["src"]["root"] == int(batch.root_nodes[0]) + 1000
+    assert all(n >= 1000 for p in ex["dst"]["paths"] for n in p["nodes"])
+    assert 0 < ex["probability"] < 1
+    with pytest.raises(IndexError, match="not a root"):
+        model.explain(batch, edge_feat=ef, root=99)
+    with pytest.raises(ValueError, match="top_k"):
+        model.explain(batch, edge_feat=ef, root=0, top_k=0)
