@@ -16,8 +16,8 @@ def graph():
     ts = np.sort(rng.integers(0, 150, n)).astype(np.float64)  # repeated times included
     return TemporalGraph(rng.integers(0, nodes, n), rng.integers(0, nodes, n), ts,
                          num_nodes=nodes,
-                         edge_feats=rng.normal(size=(n, 4)).astype(np.float32),
-                         node_feats=rng.normal(size=(nodes, 3)).astype(np.float32))
+                         edge_feat=rng.normal(size=(n, 4)).astype(np.float32),
+                         node_feat=rng.normal(size=(nodes, 3)).astype(np.float32))
 
 
 def edge_sampler(graph, **kw):

@@ -10,12 +10,12 @@ from tbdfs_dgl.explain import root_paths
 import reference as ref
 
 
-def setup(alpha=0.5, paths_agg="attn", num_heads=2, seed=0):
+def setup(alpha=0.5, across_paths_agg="attn", num_heads=2, seed=0):
     rng = np.random.default_rng(seed)
     src, dst, ts = ref.random_graph(rng, 25, 400, num_times=100)
     g = TemporalGraph(src, dst, ts, num_nodes=25)
     ef = torch.randn(400, 3)
-    model = TBDFSModel(0, 3, 8, 8, num_heads=num_heads, alpha=alpha, paths_agg=paths_agg,
+    model = TBDFSModel(0, 3, 8, 8, num_heads=num_heads, alpha=alpha, across_paths_agg=across_paths_agg,
                        num_nodes=25, node_embedding_dim=4).eval()
     batch = TemporalSampler(g, [3, 4], strategy="uniform", seed=seed).sample(
         rng.integers(0, 23, 12), rng.uniform(20, 110, 12))
@@ -79,7 +79,7 @@ def test_top_paths_are_the_heaviest_and_read_as_batch_paths():
 
 
 def test_mean_aggregation_gives_uniform_weights_and_alpha_one_gives_no_paths():
-    model, batch, ef = setup(paths_agg="mean")
+    model, batch, ef = setup(across_paths_agg="mean")
     root = int(torch.argmax(batch.paths.mask.any(-1).sum(1)))
     ex = model.explain(batch, edge_feat=ef, root=root, top_k=100)
     n = ex["num_paths"]
