@@ -85,6 +85,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     o.add_argument("--train-batches", type=int, default=None)
     o.add_argument("--val-events", type=int, default=None)
     o.add_argument("--test-events", type=int, default=None)
+    o.add_argument("--eval-negatives", default=None,
+                   choices=["random", "historical", "inductive"],
+                   help="evaluation negatives (DyGLib's; default random, TGAT's)")
+    o.add_argument("--eval-candidates", type=int, default=None,
+                   help="negatives per positive K (default 1); K > 1 adds MRR and "
+                        "Hits@1/3/10 to the results and the report")
     p.add_argument("--shard", default=None, metavar="I/N",
                    help="run only every N-th run of the grid, starting at the I-th (0-based): "
                         "N processes with 0/N .. N-1/N (e.g. with --threads 1 each) share the "
@@ -117,7 +123,10 @@ def build(args: argparse.Namespace):
     budget = with_overrides(base, epochs=args.epochs, patience=args.patience,
                             max_batches=args.max_batches, max_events=args.max_events,
                             train_batches=args.train_batches, val_events=args.val_events,
-                            test_events=args.test_events)
+                            test_events=args.test_events, eval_negatives=args.eval_negatives,
+                            eval_candidates=args.eval_candidates)
+    if budget.eval_candidates < 1:
+        raise SystemExit(f"error: --eval-candidates must be >= 1, got {budget.eval_candidates}")
     datasets = _csv(args.datasets) or list(DATASETS)
     for d in datasets:
         if d not in DATASETS:
@@ -220,9 +229,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                     bar.update(1)
                     continue
                 store.append(rec)
-                ap = rec["test"]["transductive"]["ap"]
-                say(f"done {spec.describe()}: test AP {ap:.4f}, {rec['epochs_run']} epochs "
-                    f"(best {rec['best_epoch']}), {rec['wall_seconds']:.1f}s")
+                test = rec["test"]["transductive"]
+                mrr = f", MRR {test['mrr']:.4f}" if "mrr" in test else ""
+                say(f"done {spec.describe()}: test AP {test['ap']:.4f}{mrr}, "
+                    f"{rec['epochs_run']} epochs (best {rec['best_epoch']}), "
+                    f"{rec['wall_seconds']:.1f}s")
                 bar.update(1)
         except KeyboardInterrupt:
             interrupted = True
@@ -269,7 +280,7 @@ def _command(args: argparse.Namespace) -> str:
     """The command line that regenerates this report."""
     parts = ["python", "examples/reproduce.py", "--budget", args.budget]
     for flag in ("epochs", "patience", "max_batches", "max_events", "train_batches",
-                 "val_events", "test_events"):
+                 "val_events", "test_events", "eval_negatives", "eval_candidates"):
         v = getattr(args, flag)
         if v is not None:
             parts += [f"--{flag.replace('_', '-')}", str(v)]
