@@ -10,7 +10,7 @@ from tbdfs_dgl.eval_negatives import EvalNegativeSampler
 from tbdfs_dgl.linkpred import (EventBatch, LinkPredictionTrainer, NegativeSampler, TrainConfig,
                                 chronological_batches)
 from tbdfs_dgl.linkpred import streams
-from tbdfs_dgl.linkpred.negatives import EvaluationCandidates
+from tbdfs_dgl.linkpred import EvaluationCandidates
 from tbdfs_dgl.metrics import link_prediction_metrics, ranking_metrics
 
 
