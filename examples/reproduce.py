@@ -1,7 +1,8 @@
 """Reproduce the tBDFS paper's link-prediction experiments on the graphs we have, resumably.
 
 The grid is datasets x variants x seeds (plus an alpha sweep on two datasets), each run the
-paper's protocol: chronological 70/15/15 split, one random negative per positive, early
+paper's protocol: chronological 70/15/15 split, one random negative per positive (or
+``--eval-negatives``/``--eval-candidates``), early
 stopping on validation AP, test with the best weights.  Every finished run appends one JSON
 line to the results file (default ``docs/results/runs.jsonl``); a restart skips finished
 runs.  The report (``docs/results.md``, ``docs/alpha_sweep.png``,
@@ -26,6 +27,12 @@ A seconds-long smoke run; part of the grid; only the report::
     python examples/reproduce.py --budget smoke --datasets synthetic --variants tbdfs,tgat
     python examples/reproduce.py --budget session --datasets collegemsg --seeds 0,1
     python examples/reproduce.py --budget session --report-only
+
+Evaluate with DyGLib's historical negatives, each positive ranked against 49 candidates
+(MRR and Hits@1/3/10 join the report's tables; the budget is then named
+'graphs[eval_candidates=49,eval_negatives=historical]')::
+
+    python examples/reproduce.py --budget graphs --eval-negatives historical --eval-candidates 49
 
 How long a budget's grid would take on this machine (times a few batches per dataset)::
 
