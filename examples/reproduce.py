@@ -1,7 +1,8 @@
 """Reproduce the tBDFS paper's link-prediction experiments on the graphs we have, resumably.
 
 The grid is datasets x variants x seeds (plus an alpha sweep on two datasets), each run the
-paper's protocol: chronological 70/15/15 split, one random negative per positive, early
+paper's protocol: chronological 70/15/15 split, one random negative per positive (or
+``--eval-negatives``/``--eval-candidates``), early
 stopping on validation AP, test with the best weights.  Every finished run appends one JSON
 line to the results file (default ``docs/results/runs.jsonl``); a restart skips finished
 runs.  The report (``docs/results.md``, ``docs/alpha_sweep.png``,
@@ -26,6 +27,12 @@ A seconds-long smoke run; part of the grid; only the report::
     python examples/reproduce.py --budget smoke --datasets synthetic --variants tbdfs,tgat
     python examples/reproduce.py --budget session --datasets collegemsg --seeds 0,1
     python examples/reproduce.py --budget session --report-only
+
+Evaluate with DyGLib's historical negatives, each positive ranked against 49 candidates
+(MRR and Hits@1/3/10 join the report's tables; the budget is then named
+'graphs[eval_candidates=49,eval_negatives=historical]')::
+
+    python examples/reproduce.py --budget graphs --eval-negatives historical --eval-candidates 49
 
 How long a budget's grid would take on this machine (times a few batches per dataset)::
 
@@ -85,6 +92,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     o.add_argument("--train-batches", type=int, default=None)
     o.add_argument("--val-events", type=int, default=None)
     o.add_argument("--test-events", type=int, default=None)
+    o.add_argument("--eval-negatives", default=None,
+                   choices=["random", "historical", "inductive"],
+                   help="evaluation negatives (DyGLib's; default random, TGAT's)")
+    o.add_argument("--eval-candidates", type=int, default=None,
+                   help="negatives per positive K (default 1); K > 1 adds MRR and "
+                        "Hits@1/3/10 to the results and the report")
     p.add_argument("--shard", default=None, metavar="I/N",
                    help="run only every N-th run of the grid, starting at the I-th (0-based): "
                         "N processes with 0/N .. N-1/N (e.g. with --threads 1 each) share the "
@@ -117,7 +130,10 @@ def build(args: argparse.Namespace):
     budget = with_overrides(base, epochs=args.epochs, patience=args.patience,
                             max_batches=args.max_batches, max_events=args.max_events,
                             train_batches=args.train_batches, val_events=args.val_events,
-                            test_events=args.test_events)
+                            test_events=args.test_events, eval_negatives=args.eval_negatives,
+                            eval_candidates=args.eval_candidates)
+    if budget.eval_candidates < 1:
+        raise SystemExit(f"error: --eval-candidates must be >= 1, got {budget.eval_candidates}")
     datasets = _csv(args.datasets) or list(DATASETS)
     for d in datasets:
         if d not in DATASETS:
@@ -220,9 +236,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                     bar.update(1)
                     continue
                 store.append(rec)
-                ap = rec["test"]["transductive"]["ap"]
-                say(f"done {spec.describe()}: test AP {ap:.4f}, {rec['epochs_run']} epochs "
-                    f"(best {rec['best_epoch']}), {rec['wall_seconds']:.1f}s")
+                test = rec["test"]["transductive"]
+                mrr = f", MRR {test['mrr']:.4f}" if "mrr" in test else ""
+                say(f"done {spec.describe()}: test AP {test['ap']:.4f}{mrr}, "
+                    f"{rec['epochs_run']} epochs (best {rec['best_epoch']}), "
+                    f"{rec['wall_seconds']:.1f}s")
                 bar.update(1)
         except KeyboardInterrupt:
             interrupted = True
@@ -269,7 +287,7 @@ def _command(args: argparse.Namespace) -> str:
     """The command line that regenerates this report."""
     parts = ["python", "examples/reproduce.py", "--budget", args.budget]
     for flag in ("epochs", "patience", "max_batches", "max_events", "train_batches",
-                 "val_events", "test_events"):
+                 "val_events", "test_events", "eval_negatives", "eval_candidates"):
         v = getattr(args, flag)
         if v is not None:
             parts += [f"--{flag.replace('_', '-')}", str(v)]

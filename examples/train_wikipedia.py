@@ -10,6 +10,12 @@ tBDFS against TGAT (its alpha = 1 special case) in one run, five epochs::
 
     python examples/train_wikipedia.py --alpha 0.5,1 --epochs 5
 
+Evaluate a saved checkpoint against DyGLib's three kinds of negatives, one positive against
+49 candidates (MRR, Hits@{1,3,10}; README "Evaluating like the field")::
+
+    python examples/train_wikipedia.py --eval-only runs/train_wikipedia/tbdfs-alpha-0.5/best.pt \
+        --eval-negatives random,historical,inductive --eval-candidates 1,49
+
 Data: ``--data`` takes a JODIE ``wikipedia.csv`` or an edge list such as
 ``../shared/data/wikipedia/wikipedia-edges.txt.gz``.  Without it the script looks in
 ``--data-dir`` (default ``$TBDFS_DATA_DIR``, else ``../shared/data``), then tries to download
@@ -37,7 +43,8 @@ from tbdfs_dgl import TBDFSModel, seed_everything  # noqa: E402
 from tbdfs_dgl._deprecation import add_deprecated_flag  # noqa: E402
 from tbdfs_dgl.data import (TemporalDataset, default_data_dir, fetch_dataset,  # noqa: E402
                             load_dataset, make_wikipedia_like)
-from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig  # noqa: E402
+from tbdfs_dgl.eval_negatives import EVAL_NEGATIVES  # noqa: E402
+from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig, load_checkpoint  # noqa: E402
 
 
 def add_model_arguments(m: Any) -> None:
@@ -100,6 +107,25 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         "those active before the batch (docs/learning_efficiency.md)")
     t.add_argument("--max-batches", type=int, default=None,
                    help="cap batches per epoch and per evaluation (smoke runs)")
+    t.add_argument("--train-batches", type=int, default=None,
+                   help="train each epoch on this many randomly drawn training batches")
+    t.add_argument("--val-events", type=int, default=None,
+                   help="validate on this many randomly drawn validation interactions")
+    t.add_argument("--test-events", type=int, default=None,
+                   help="test on this many randomly drawn test interactions")
+    e = p.add_argument_group("evaluation")
+    e.add_argument("--eval-negatives", default="random",
+                   help="evaluation negatives: random (TGAT), historical or inductive "
+                        "(DyGLib's; candidates keep the positive's source); with --eval-only "
+                        "a comma list evaluates each")
+    e.add_argument("--eval-candidates", default="1",
+                   help="negatives per positive K; K > 1 adds MRR and Hits@1/3/10 (one "
+                        "positive against K candidates, TGB's protocol); with --eval-only a "
+                        "comma list evaluates each")
+    e.add_argument("--eval-only", default=None, metavar="CHECKPOINT",
+                   help="train nothing: evaluate this checkpoint (its sampling settings and "
+                        "seed, hence its split) on the test part, with the same data flags "
+                        "as its training; writes <save-dir>/eval_metrics.json")
     t.add_argument("--retain-memory", action="store_true",
                    help="tune glibc malloc to keep freed memory (TrainConfig.retain_memory; "
                         "process-wide)")
@@ -154,18 +180,43 @@ def slug(label: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", label.lower()).strip("-")
 
 
+def evaluation_settings(args: argparse.Namespace) -> List[Tuple[str, int]]:
+    """The (negatives, K) pairs of ``--eval-negatives`` x ``--eval-candidates``."""
+    strategies = [x.strip() for x in args.eval_negatives.split(",") if x.strip()]
+    for x in strategies:
+        if x not in EVAL_NEGATIVES:
+            raise SystemExit(f"error: --eval-negatives {x!r}: choose from "
+                             f"{', '.join(EVAL_NEGATIVES)}")
+    try:
+        ks = [int(x) for x in args.eval_candidates.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"error: --eval-candidates must be integers, got "
+                         f"{args.eval_candidates!r}")
+    if not strategies or not ks or min(ks) < 1:
+        raise SystemExit("error: --eval-negatives and --eval-candidates need values, K >= 1")
+    settings = [(s, k) for s in strategies for k in ks]
+    if len(settings) > 1 and not args.eval_only:
+        raise SystemExit("error: comma lists of --eval-negatives/--eval-candidates need "
+                         "--eval-only (training early-stops on one evaluation)")
+    return settings
+
+
 def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: str,
             save_dir: Path) -> Dict[str, Any]:
     seed_everything(args.seed)
     kwargs = model_kwargs(args, data, alpha)
     model = TBDFSModel(**kwargs)
     n_params = sum(p.numel() for p in model.parameters())
+    (eval_negatives, eval_candidates), = evaluation_settings(args)
     cfg = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                       patience=args.patience, fanouts=[int(x) for x in args.fanouts.split(",")],
                       strategy=args.strategy, num_threads=args.num_threads, seed=args.seed,
                       device=args.device, compile=args.compile, amp=args.amp,
                       train_negatives=args.train_negatives,
-                      max_batches=args.max_batches, retain_memory=args.retain_memory,
+                      max_batches=args.max_batches, train_batches=args.train_batches,
+                      val_events=args.val_events, test_events=args.test_events,
+                      eval_negatives=eval_negatives, eval_candidates=eval_candidates,
+                      retain_memory=args.retain_memory,
                       save_dir=str(save_dir / slug(label)), progress=not args.no_progress)
     print(f"[{data.name}] {label}: alpha={alpha}, {n_params} parameters, fanouts {cfg.fanouts}, "
           f"{cfg.strategy} sampling, device {cfg.device}")
@@ -179,6 +230,7 @@ def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: 
     epochs = result.history
     return {
         "label": label, "alpha": alpha, "parameters": n_params,
+        "eval_negatives": cfg.eval_negatives, "eval_candidates": cfg.eval_candidates,
         "seconds_total": time.perf_counter() - t0,
         "epochs_run": len(epochs), "best_epoch": result.best_epoch,
         "seconds_per_epoch": float(np.mean([e.seconds for e in epochs])) if epochs else None,
@@ -190,6 +242,71 @@ def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: 
         "history": [{"epoch": e.epoch, "loss": e.loss, "val_ap": e.val["transductive"]["ap"],
                      "seconds": e.seconds} for e in epochs],
     }
+
+
+def evaluate_checkpoint(args: argparse.Namespace, data: TemporalDataset) -> Dict[str, Any]:
+    """Evaluate ``args.eval_only`` on the test part for every (negatives, K) asked for.
+
+    The sampling settings and the seed (so the split and the sampler's streams) are the
+    checkpoint's own (its saved TrainConfig); the evaluation settings (negatives, K,
+    ``--test-events``, ``--max-batches``, device, threads) are this command's.
+    """
+    model, extra = load_checkpoint(args.eval_only)
+    if getattr(model, "edge_dim", 0) != data.edge_dim or getattr(model, "node_dim", 0) != \
+            data.node_dim:
+        raise SystemExit(f"error: {args.eval_only} was trained with node/edge feature widths "
+                         f"{model.node_dim}/{model.edge_dim}, the data has {data.node_dim}/"
+                         f"{data.edge_dim}: give the data flags of its training")
+    if getattr(model, "num_nodes", None) not in (None, data.num_nodes):
+        raise SystemExit(f"error: {args.eval_only} was trained on {model.num_nodes} nodes, the "
+                         f"data has {data.num_nodes}: give the data flags of its training")
+    saved = extra.get("config") or {}
+    if not saved:
+        print(f"note: {args.eval_only} has no saved TrainConfig; using this command's sampling "
+              "settings and seed")
+    evals = []
+    for negatives, k in evaluation_settings(args):
+        cfg = TrainConfig(
+            batch_size=saved.get("batch_size", args.batch_size),
+            fanouts=saved.get("fanouts", [int(x) for x in args.fanouts.split(",")]),
+            strategy=saved.get("strategy", args.strategy), seed=saved.get("seed", args.seed),
+            num_threads=args.num_threads, device=args.device, amp=args.amp,
+            max_batches=args.max_batches, test_events=args.test_events,
+            eval_negatives=negatives, eval_candidates=k, progress=not args.no_progress)
+        seed_everything(cfg.seed)
+        trainer = LinkPredictionTrainer(model, data, cfg, log=print)
+        t0 = time.perf_counter()
+        try:
+            test = trainer.evaluate("test")
+        finally:
+            trainer.close()
+        secs = time.perf_counter() - t0
+        evals.append({"eval_negatives": negatives, "eval_candidates": k, "seconds": secs,
+                      "test": test})
+        m = test["transductive"]
+        extra_cols = (f" | MRR {m['mrr']:.4f} Hits@1 {m['hits@1']:.4f} Hits@3 "
+                      f"{m['hits@3']:.4f} Hits@10 {m['hits@10']:.4f}" if k > 1 else "")
+        print(f"[{data.name}] {args.eval_only}: {negatives} negatives, K={k}: test AP "
+              f"{m['ap']:.4f} AUC {m['auc']:.4f}{extra_cols} ({int(m['count'])} positives, "
+              f"{secs:.1f}s)", flush=True)
+    return {"checkpoint": args.eval_only, "checkpoint_epoch": extra.get("epoch"),
+            "checkpoint_config": saved, "evaluations": evals}
+
+
+def eval_table(name: str, result: Dict[str, Any]) -> str:
+    """Markdown table of :func:`evaluate_checkpoint`'s evaluations."""
+    head = ("| dataset | negatives | K | setting | AP | AUC | MRR | Hits@1 | Hits@3 | Hits@10 "
+            "| positives |")
+    rows = [head, "|" + "---|" * 11]
+    for ev in result["evaluations"]:
+        for setting in ("transductive", "inductive"):
+            m = ev["test"][setting]
+            rank = [f"{m[x]:.4f}" if x in m else "—"
+                    for x in ("mrr", "hits@1", "hits@3", "hits@10")]
+            rows.append(f"| {name} | {ev['eval_negatives']} | {ev['eval_candidates']} | "
+                        f"{setting} | {m['ap']:.4f} | {m['auc']:.4f} | {' | '.join(rank)} | "
+                        f"{int(m['count'])} |")
+    return "\n".join(rows)
 
 
 def table(name: str, runs: List[Dict[str, Any]]) -> str:
@@ -215,6 +332,17 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         data.name = f"SYNTHETIC-{data.name}"
     print(f"[{data.name}] {data.summary() if hasattr(data, 'summary') else data.num_edges}")
     save_dir = Path(args.save_dir)
+    if args.eval_only:
+        result = evaluate_checkpoint(args, data)
+        print()
+        print(eval_table(data.name, result))
+        out = {"dataset": data.name, "synthetic": bool(data.synthetic), "source": data.source,
+               "args": vars(args), **result,
+               "versions": {"torch": torch.__version__, "numpy": np.__version__}}
+        write_json(out, save_dir / "eval_metrics.json")
+        print(f"\n[{data.name}] metrics written to {save_dir / 'eval_metrics.json'}")
+        return out
+    evaluation_settings(args)  # a bad value fails before any training
     runs = []
     for a in args.alpha.split(","):
         alpha: Any = a if a == "learn" else float(a)
@@ -225,13 +353,18 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     out = {"dataset": data.name, "synthetic": bool(data.synthetic), "source": data.source,
            "args": vars(args), "runs": runs,
            "versions": {"torch": torch.__version__, "numpy": np.__version__}}
-    save_dir.mkdir(parents=True, exist_ok=True)
     path = save_dir / "metrics.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(out, indent=2, default=float))
-    os.replace(tmp, path)
+    write_json(out, path)
     print(f"\n[{data.name}] metrics written to {path}")
     return out
+
+
+def write_json(obj: Dict[str, Any], path: Path) -> None:
+    """Write ``obj`` to ``path`` atomically (a temp file renamed over it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=float))
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -294,3 +294,28 @@ def test_graphs_budget_reaches_the_trainer():
     assert runner._n_batches(100_000, 200, None, draw=12) == 12
     assert runner._n_batches(50_000, 200, None, events=1000) == 5
     assert runner._n_batches(700, 200, None, events=1000) == 4
+
+
+def test_eval_negatives_and_candidates_reach_results_and_report(tmp_path):
+    args = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "tbdfs,tgat",
+            "--eval-negatives", "historical", "--eval-candidates", "3",
+            "--out-dir", str(tmp_path), "--no-progress", "--quiet"]
+    assert reproduce.main(args) == 0
+    recs = _lines(tmp_path / "results" / "runs.jsonl")
+    assert {r["budget"] for r in recs} == {"smoke[eval_candidates=3,eval_negatives=historical]"}
+    for r in recs:
+        assert (r["config"]["eval_negatives"], r["config"]["eval_candidates"]) == ("historical", 3)
+        assert r["budget_settings"]["eval_negatives"] == "historical"
+        for setting in ("transductive", "inductive"):
+            m = r["test"][setting]
+            assert m["candidates"] == 3 and {"mrr", "hits@1", "hits@3", "hits@10", "ap"} <= set(m)
+    md = (tmp_path / "results.md").read_text()
+    assert "#### Test MRR, transductive" in md and "#### Test Hits@10, inductive" in md
+    assert "| eval_negatives | `historical` |" in md
+    # the default budget records and reports no ranking (as before the option existed)
+    assert "eval_negatives" not in G.BUDGETS["smoke"].settings()
+    assert not R.Results([{"budget": "b", "dataset": "d", "variant": "tbdfs", "seed": 0,
+                           "test": {"transductive": {"ap": 0.5}}}], "b").has_ranking
+    with pytest.raises(SystemExit, match="eval-candidates"):
+        reproduce.main(["--budget", "smoke", "--eval-candidates", "0", "--report-only",
+                        "--out-dir", str(tmp_path)])

@@ -76,6 +76,31 @@ def test_flagship_example_runs_without_dgl(tmp_path):
     assert metrics["runs"][0]["test"]["transductive"]["ap"] >= 0.0
 
 
+def test_one_vs_k_evaluation_and_eval_only_run_without_dgl(tmp_path):
+    proc = run_without_dgl(f"""
+        import runpy, sys
+        base = ["train_wikipedia.py", "--no-download", "--max-batches", "2",
+                "--hidden-dim", "8", "--time-dim", "8", "--fanouts", "3,3", "--alpha", "0.5",
+                "--no-progress", "--save-dir", "out"]
+        path = {str(ROOT / 'examples' / 'train_wikipedia.py')!r}
+        sys.argv = base + ["--eval-negatives", "historical", "--eval-candidates", "3"]
+        runpy.run_path(path, run_name="__main__")
+        sys.argv = base + ["--eval-only", "out/tbdfs-alpha-0.5/best.pt",
+                           "--eval-negatives", "random,inductive", "--eval-candidates", "1,4"]
+        runpy.run_path(path, run_name="__main__")
+        assert "dgl" not in sys.modules or sys.modules["dgl"] is None
+    """, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads((tmp_path / "out" / "metrics.json").read_text())["runs"][0]
+    assert (run["eval_negatives"], run["eval_candidates"]) == ("historical", 3)
+    assert run["test"]["transductive"]["candidates"] == 3 and "mrr" in run["test"]["inductive"]
+    evals = json.loads((tmp_path / "out" / "eval_metrics.json").read_text())["evaluations"]
+    assert [(e["eval_negatives"], e["eval_candidates"]) for e in evals] == [
+        ("random", 1), ("random", 4), ("inductive", 1), ("inductive", 4)]
+    assert "mrr" not in evals[0]["test"]["transductive"]
+    assert evals[3]["test"]["transductive"]["hits@10"] == 1.0  # K + 1 = 5 <= 10
+
+
 def test_eval_negatives_and_ranking_without_dgl_and_a_clear_dataloading_error(tmp_path):
     proc = run_without_dgl("""
         import sys

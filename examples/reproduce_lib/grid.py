@@ -106,6 +106,10 @@ class Budget:
     train_batches: Optional[int] = None
     val_events: Optional[int] = None
     test_events: Optional[int] = None
+    # Evaluation negatives (TrainConfig.eval_negatives / eval_candidates): DyGLib's
+    # 'random', 'historical' or 'inductive', K per positive (K > 1 adds MRR and Hits@k).
+    eval_negatives: str = "random"
+    eval_candidates: int = 1
     batch_size: int = 200
     lr: float = 1e-4
     fanouts: Tuple[int, ...] = (10, 10)
@@ -120,6 +124,9 @@ class Budget:
         d = asdict(self)
         d["fanouts"] = list(self.fanouts)
         d["sweep_datasets"] = list(self.sweep_datasets)
+        if (self.eval_negatives, self.eval_candidates) == ("random", 1):
+            # the default, left out so records match those made before it could change
+            del d["eval_negatives"], d["eval_candidates"]
         return d
 
 

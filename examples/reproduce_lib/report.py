@@ -19,6 +19,9 @@ __all__ = ["Results", "paired_ttest", "write_report", "render_markdown", "plot_a
            "plot_training_curves"]
 
 METRICS = (("accuracy", "Accuracy"), ("f1", "F1"), ("ap", "AP"), ("auc", "ROC-AUC"))
+#: One-vs-K ranking metrics, in the results of runs evaluated with K > 1 candidates.
+RANKING_METRICS = (("mrr", "MRR"), ("hits@1", "Hits@1"), ("hits@3", "Hits@3"),
+                   ("hits@10", "Hits@10"))
 SETTINGS = ("transductive", "inductive")
 SIGNIFICANCE = 0.05
 #: Ablations that remove a part of tBDFS (path attention, paths attention, time, the BFS
@@ -82,6 +85,12 @@ class Results:
                 out[s] = float(v)
         return out
 
+    @property
+    def has_ranking(self) -> bool:
+        """Whether any run was evaluated one-vs-K (its test metrics hold MRR)."""
+        return any("mrr" in ((r.get("test") or {}).get("transductive") or {})
+                   for r in self.records)
+
     def datasets(self) -> List[str]:
         extra = sorted({d for d, _ in self.by} - set(DATASETS))
         return list(DATASETS) + extra
@@ -131,8 +140,9 @@ def _label(variant: str) -> str:
 # ---------------------------------------------------------------------------- sections
 def _main_tables(res: Results, expected: Optional[int]) -> str:
     out = []
+    metrics = METRICS + (RANKING_METRICS if res.has_ranking else ())
     for setting in SETTINGS:
-        for metric, mname in METRICS:
+        for metric, mname in metrics:
             header = ["dataset"] + [_label(m) for m in MAIN_METHODS] + \
                      ["Δ tBDFS − TGAT", "p (paired t)", "pairs"]
             rows = []
@@ -231,7 +241,8 @@ def _settings_section(res: Results) -> str:
             lines.append(f"{desc}.\n")
         rows = [[k, f"`{s[k]}`"] for k in (
             "epochs", "patience", "seeds", "sweep_seeds", "max_events", "max_batches",
-            "train_batches", "val_events", "test_events", "batch_size", "lr", "fanouts",
+            "train_batches", "val_events", "test_events", "eval_negatives",
+            "eval_candidates", "batch_size", "lr", "fanouts",
             "hidden_dim", "time_dim", "num_heads", "dropout",
             "sweep_datasets") if k in s]
         lines.append(_table(["setting", "value"], rows))
@@ -241,7 +252,13 @@ def _settings_section(res: Results) -> str:
     lines.append("\nProtocol (every budget): chronological 70/15/15 split of the interactions "
                  "used; 10% of the nodes first seen after the validation start held out of "
                  "training (inductive metrics: val/test interactions with an endpoint unseen "
-                 "in training); one uniformly drawn negative destination per positive; Adam, "
+                 "in training); evaluation negatives as `eval_negatives` and "
+                 "`eval_candidates` = K say (default: one uniformly drawn negative "
+                 "destination per positive, TGAT's; `historical` / `inductive`: DyGLib's, "
+                 "keeping the positive's source; with K > 1, MRR and Hits@k rank each "
+                 "positive against its K candidates while accuracy, F1, AP and AUC use its "
+                 "first candidate); training negatives uniform among training "
+                 "destinations; Adam, "
                  "binary cross-entropy; early stopping on validation AP; the test uses the "
                  "best epoch's weights. `max_events` keeps the first N interactions of each "
                  "dataset (time order); `max_batches` caps batches per epoch *and* per "

@@ -90,7 +90,8 @@ def train_config(budget: Budget, seed: int) -> TrainConfig:
                        patience=budget.patience, fanouts=list(budget.fanouts), seed=int(seed),
                        max_batches=budget.max_batches, train_batches=budget.train_batches,
                        val_events=budget.val_events, test_events=budget.test_events,
-                       save_dir=None, progress=False)
+                       eval_negatives=budget.eval_negatives,
+                       eval_candidates=budget.eval_candidates, save_dir=None, progress=False)
 
 
 _CODE: Optional[Dict[str, Any]] = None

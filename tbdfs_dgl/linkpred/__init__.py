@@ -1,7 +1,8 @@
 """Temporal link prediction with TGAT's protocol, one idea per module.
 
 - :mod:`.split`: the chronological 70/15/15 split with held-out nodes (:func:`chronological_split`);
-- :mod:`.negatives`: negative destinations (:class:`NegativeSampler`);
+- :mod:`.negatives`: negative destinations (:class:`NegativeSampler`), and K evaluation
+  candidates per interaction of DyGLib's strategies (:class:`EvaluationCandidates`);
 - :mod:`.batches`: one batch's events (:class:`EventBatch`) and cutting rows into batches;
 - :mod:`.streams`: which random stream each random draw of a run takes;
 - :mod:`.config`: the run's settings (:class:`TrainConfig`);
@@ -17,7 +18,7 @@ from .batches import EventBatch, chronological_batches
 from .checkpoints import _read_checkpoint, load_checkpoint, save_checkpoint  # noqa: F401
 from .config import TrainConfig
 from .device import check_device
-from .negatives import NegativeSampler
+from .negatives import EvaluationCandidates, NegativeSampler
 from .split import ChronologicalSplit, chronological_split
 from .trainer import EpochStats, LinkPredictionTrainer, TrainResult
 
@@ -25,6 +26,7 @@ __all__ = [
     "ChronologicalSplit",
     "chronological_split",
     "NegativeSampler",
+    "EvaluationCandidates",
     "TrainConfig",
     "LinkPredictionTrainer",
     "save_checkpoint",

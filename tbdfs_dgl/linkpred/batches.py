@@ -18,7 +18,8 @@ class EventBatch(NamedTuple):
     src, dst : numpy.ndarray
         Endpoints of the batch's interactions (positives).
     neg_dst : numpy.ndarray
-        One negative destination per interaction.
+        One negative destination per interaction (``[n]``), or ``K`` candidates per
+        interaction (``[n, K]``, one-vs-K evaluation).
     ts : numpy.ndarray
         Interaction times (float64); every root of the batch is queried at its own time.
     rows : numpy.ndarray
@@ -35,6 +36,11 @@ class EventBatch(NamedTuple):
     def num_events(self) -> int:
         """Interactions in the batch."""
         return len(self.rows)
+
+    @property
+    def num_candidates(self) -> int:
+        """Negatives per interaction (``K``)."""
+        return 1 if self.neg_dst.ndim == 1 else int(self.neg_dst.shape[1])
 
 
 def chronological_batches(data: TemporalDataset, rows: np.ndarray, batch_size: int,

@@ -6,6 +6,8 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
+from ..eval_negatives import EVAL_NEGATIVES
+
 __all__ = ["TrainConfig"]
 
 
@@ -67,6 +69,13 @@ class TrainConfig:
     train_negatives: str = "all"
     progress: bool = True
     retain_memory: bool = False  # process-wide malloc tuning; see the class docstring
+    # Evaluation negatives (validation and test): DyGLib's 'random', 'historical' or
+    # 'inductive' (tbdfs_dgl.eval_negatives), ``eval_candidates`` = K per positive.  The
+    # default ('random', 1) is TGAT's protocol, drawn exactly as in every earlier release;
+    # K > 1 adds MRR and Hits@{1,3,10} (one positive against its K candidates, TGB's
+    # protocol).  See LinkPredictionTrainer.evaluate.
+    eval_negatives: str = "random"
+    eval_candidates: int = 1
 
     def __post_init__(self) -> None:
         if self.amp not in (None, "bf16"):
@@ -74,10 +83,15 @@ class TrainConfig:
         if self.train_negatives not in ("all", "active"):
             raise ValueError(f"TrainConfig.train_negatives must be 'all' or 'active', got "
                              f"{self.train_negatives!r}")
+        if self.eval_negatives not in EVAL_NEGATIVES:
+            raise ValueError(f"TrainConfig.eval_negatives must be one of {EVAL_NEGATIVES}, "
+                             f"got {self.eval_negatives!r}")
+
         def is_int(v: Any) -> bool:
             return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
-        for name, low in (("epochs", 1), ("batch_size", 1), ("patience", 0), ("seed", 0)):
+        for name, low in (("epochs", 1), ("batch_size", 1), ("patience", 0), ("seed", 0),
+                          ("eval_candidates", 1)):
             v = getattr(self, name)
             if not is_int(v) or v < low:
                 raise ValueError(f"TrainConfig.{name} must be an integer >= {low}, got {v!r}")
@@ -90,6 +104,12 @@ class TrainConfig:
                                   or v < 1):
                 raise ValueError(f"TrainConfig.{name} must be None or an integer >= 1, "
                                  f"got {v!r}")
+
+    @property
+    def default_eval_negatives(self) -> bool:
+        """Whether evaluation uses TGAT's one random negative per positive, drawn as in
+        every earlier release (:class:`~.negatives.NegativeSampler`)."""
+        return self.eval_negatives == "random" and self.eval_candidates == 1
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)

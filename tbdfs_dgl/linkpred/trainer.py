@@ -4,7 +4,9 @@ The protocol is TGAT's (Xu et al., ICLR 2020), which the tBDFS paper follows: a 
 split by time; 10% of the nodes first seen after the validation start are held out of
 training entirely so that the inductive metrics are measured on truly unseen nodes; one
 negative per positive; the training sampler sees training interactions only, evaluation
-samplers see every interaction strictly before each query time.
+samplers see every interaction strictly before each query time.  Evaluation can instead
+use DyGLib's historical/inductive negatives and rank each positive against K candidates
+(TGB's MRR and Hits@k): ``TrainConfig.eval_negatives`` / ``eval_candidates``.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from .._deprecation import deprecated_alias
 from .._malloc import retain_freed_memory
 from ..data.dataset import TemporalDataset
 from ..graph import TemporalGraph
-from ..metrics import link_prediction_metrics
+from ..metrics import link_prediction_metrics, ranking_metrics
 from ..nn.time_encoder import TimeEncoder
 from ..sampler import TemporalSampler
 from . import streams
@@ -32,7 +34,7 @@ from .batches import EventBatch, chronological_batches
 from .checkpoints import save_checkpoint
 from .config import TrainConfig
 from .device import check_device
-from .negatives import NegativeSampler
+from .negatives import EvaluationCandidates, NegativeSampler
 from .progress import progress_bar
 from .split import ChronologicalSplit, chronological_split
 
@@ -200,13 +202,42 @@ class LinkPredictionTrainer:
             pick = streams.generator(self.config.seed, index, streams.Purpose.EVAL_EVENT_DRAW)
             rows = np.sort(pick.choice(rows, cap, replace=False))
         rng = streams.generator(self.config.seed, index, streams.Purpose.EVAL_NEGATIVES)
-        return self.make_batches(rows, rng, self.eval_negatives)
+        items = self.make_batches(rows, rng, self.eval_negatives)
+        if self.config.default_eval_negatives:
+            return items
+        return self._with_candidates(part, items)
+
+    def _with_candidates(self, part: str, items: List[EventBatch]) -> List[EventBatch]:
+        """``items`` with ``config.eval_candidates`` candidates of ``config.eval_negatives``
+        per interaction (:class:`~.negatives.EvaluationCandidates`), cut into chunks of at
+        most ``3 * batch_size`` roots (``batch_size // (K + 2) * 3`` interactions), so a
+        forward pass embeds no more nodes than a training batch whatever ``K``."""
+        cfg = self.config
+        k = cfg.eval_candidates
+        if not items:
+            return items
+        candidates = EvaluationCandidates(self.data, self.split, part, cfg.eval_negatives, k,
+                                          cfg.batch_size, cfg.seed)
+        neg = candidates(np.concatenate([item.rows for item in items]))
+        if k == 1:
+            neg = neg[:, 0]
+        chunk = min(cfg.batch_size, max(1, 3 * cfg.batch_size // (k + 2)))
+        out, at = [], 0
+        for item in items:
+            for lo in range(0, item.num_events, chunk):
+                sl = slice(lo, lo + chunk)
+                m = len(item.rows[sl])
+                out.append(EventBatch(item.src[sl], item.dst[sl], neg[at:at + m], item.ts[sl],
+                                      item.rows[sl]))
+                at += m
+        return out
 
     def _sample(self, sampler: TemporalSampler, item: EventBatch, batch_id: int,
                 remap_eids: bool) -> Tuple[Any, float]:
         t0 = time.perf_counter()
-        nodes = np.concatenate([item.src, item.dst, item.neg_dst])
-        times = np.concatenate([item.ts, item.ts, item.ts])
+        k = item.num_candidates  # each candidate is embedded at its positive's time
+        nodes = np.concatenate([item.src, item.dst, item.neg_dst.reshape(-1)])
+        times = np.concatenate([item.ts, item.ts, item.ts if k == 1 else np.repeat(item.ts, k)])
         # TBDFSModel reads the tree from the layer tables: no path explosion needed, unless
         # the model says otherwise (``needs_paths``, e.g. the per-slot reference).
         batch = sampler.sample(nodes, times, batch_id=batch_id, paths=self._needs_paths)
@@ -249,12 +280,15 @@ class LinkPredictionTrainer:
                 future = self._pool.submit(self._sample, sampler, items[i + 1], first_id + i + 1, remap)
             yield item, batch, secs
 
-    def _embed(self, batch: Any, n: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _embed(self, batch: Any, n: int, k: int = 1) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Logits of the ``n`` positives (``[n]``) and of their ``k`` negatives each
+        (``[n * k]``, positive-major)."""
         with self._autocast():
             h = self._forward(batch, self.node_feat, self.edge_feat)
-            # Padding roots (compiled runs) come after the 3n real ones.
-            h_src, h_dst, h_neg = h[:n], h[n:2 * n], h[2 * n:3 * n]
-            pos, neg = self.model.score(h_src, h_dst), self.model.score(h_src, h_neg)
+            # Padding roots (compiled runs) come after the (2 + k) n real ones.
+            h_src, h_dst, h_neg = h[:n], h[n:2 * n], h[2 * n:(2 + k) * n]
+            h_src_neg = h_src if k == 1 else h_src.repeat_interleave(k, dim=0)
+            pos, neg = self.model.score(h_src, h_dst), self.model.score(h_src_neg, h_neg)
         return pos.float(), neg.float()
 
     def _check_time_range(self) -> None:
@@ -298,7 +332,17 @@ class LinkPredictionTrainer:
 
     @torch.no_grad()
     def evaluate(self, part: str) -> Dict[str, Dict[str, float]]:
-        """Transductive and inductive metrics of ``part`` ('val' or 'test') on fixed negatives."""
+        """Transductive and inductive metrics of ``part`` ('val' or 'test') on fixed negatives.
+
+        The negatives are ``config.eval_negatives`` with ``config.eval_candidates`` = K per
+        positive.  Accuracy, F1, AP and AUC score each positive against its *first*
+        candidate (one negative per positive, as with K = 1, so they stay comparable across
+        K); with K > 1 the metrics also hold ``mrr``, ``hits@1``, ``hits@3``, ``hits@10`` and
+        ``candidates`` (:func:`~tbdfs_dgl.metrics.ranking_metrics`: each positive ranked
+        against all its K candidates).  ``inductive`` holds the same figures restricted to
+        the positives with a node unseen in training, against the same candidates (DyGLib
+        draws those from a sampler of the new-node interactions only).
+        """
         if part not in streams.PART_INDEX:
             raise ValueError(f"part must be 'val' or 'test', got {part!r}")
         self.model.eval()
@@ -306,19 +350,34 @@ class LinkPredictionTrainer:
         pos_all, neg_all, row_all = [], [], []
         first_id = streams.first_batch_id(part)
         for item, batch, _ in self._iterate(self.eval_sampler, items, first_id, remap=False):
-            pos, neg = self._embed(batch, item.num_events)
+            n, k = item.num_events, item.num_candidates
+            pos, neg = self._embed(batch, n, k)
             pos_all.append(pos.float().cpu().numpy())
-            neg_all.append(neg.float().cpu().numpy())
+            neg = neg.float().cpu().numpy()
+            neg_all.append(neg if item.neg_dst.ndim == 1 else neg.reshape(n, k))
             row_all.append(item.rows)
         if not items:
             empty = np.zeros(0)
+            if self.config.eval_candidates > 1:
+                neg = np.zeros((0, self.config.eval_candidates))
+                return {s: self._metrics(empty, neg) for s in ("transductive", "inductive")}
             return {"transductive": link_prediction_metrics(empty, empty),
                     "inductive": link_prediction_metrics(empty, empty)}
         self._check_time_range()
         pos, neg, r = np.concatenate(pos_all), np.concatenate(neg_all), np.concatenate(row_all)
         new = getattr(self.split, f"{part}_inductive")[r]
-        return {"transductive": link_prediction_metrics(pos, neg),
-                "inductive": link_prediction_metrics(pos[new], neg[new])}
+        return {"transductive": self._metrics(pos, neg),
+                "inductive": self._metrics(pos[new], neg[new])}
+
+    @staticmethod
+    def _metrics(pos: np.ndarray, neg: np.ndarray) -> Dict[str, float]:
+        """Metrics of positives against ``[n]`` negatives, or ``[n, K]`` candidates."""
+        if neg.ndim == 1:
+            return link_prediction_metrics(pos, neg)
+        out = link_prediction_metrics(pos, neg[:, 0])
+        if neg.shape[1] > 1:
+            out.update(ranking_metrics(pos, neg))
+        return out
 
     def fit(self) -> TrainResult:
         """Train with early stopping on validation AP; restore the best weights; test."""
