@@ -67,6 +67,9 @@ class TrainConfig:
     train_negatives: str = "all"
     progress: bool = True
     retain_memory: bool = False  # process-wide malloc tuning; see the class docstring
+    # Save the sampler graphs here and sample from memory-mapped copies: the ranks of a
+    # distributed run share them (default there: a temporary folder; see linkpred.distributed).
+    graph_dir: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.amp not in (None, "bf16"):
