@@ -10,6 +10,12 @@ tBDFS against TGAT (its alpha = 1 special case) in one run, five epochs::
 
     python examples/train_wikipedia.py --alpha 0.5,1 --epochs 5
 
+Data-parallel on N processes (gloo on CPU, nccl with ``--device cuda``; each rank trains on
+its share of every global batch of ``--batch-size`` events, the graphs are memory-mapped
+once for all ranks, rank 0 prints and writes; see ``tbdfs_dgl.linkpred.distributed``)::
+
+    torchrun --nproc_per_node 2 examples/train_wikipedia.py
+
 Data: ``--data`` takes a JODIE ``wikipedia.csv`` or an edge list such as
 ``../shared/data/wikipedia/wikipedia-edges.txt.gz``.  Without it the script looks in
 ``--data-dir`` (default ``$TBDFS_DATA_DIR``, else ``../shared/data``), then tries to download
@@ -38,6 +44,7 @@ from tbdfs_dgl._deprecation import add_deprecated_flag  # noqa: E402
 from tbdfs_dgl.data import (TemporalDataset, default_data_dir, fetch_dataset,  # noqa: E402
                             load_dataset, make_wikipedia_like)
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig  # noqa: E402
+from tbdfs_dgl.linkpred.distributed import init_from_env  # noqa: E402
 
 
 def add_model_arguments(m: Any) -> None:
@@ -104,6 +111,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="tune glibc malloc to keep freed memory (TrainConfig.retain_memory; "
                         "process-wide)")
     t.add_argument("--save-dir", default="runs/train_wikipedia")
+    t.add_argument("--graph-dir", default=None,
+                   help="save the sampler graphs here and sample from memory-mapped copies "
+                        "(distributed runs default to a temporary folder)")
     t.add_argument("--no-progress", action="store_true")
     return p.parse_args(argv)
 
@@ -166,7 +176,8 @@ def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: 
                       device=args.device, compile=args.compile, amp=args.amp,
                       train_negatives=args.train_negatives,
                       max_batches=args.max_batches, retain_memory=args.retain_memory,
-                      save_dir=str(save_dir / slug(label)), progress=not args.no_progress)
+                      save_dir=str(save_dir / slug(label)), progress=not args.no_progress,
+                      graph_dir=args.graph_dir)
     print(f"[{data.name}] {label}: alpha={alpha}, {n_params} parameters, fanouts {cfg.fanouts}, "
           f"{cfg.strategy} sampling, device {cfg.device}")
     trainer = LinkPredictionTrainer(model, data, cfg, model_kwargs=kwargs,
@@ -206,6 +217,18 @@ def table(name: str, runs: List[Dict[str, Any]]) -> str:
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     args = parse_args(argv)
+    # Under torchrun: join the process group; the other ranks stay quiet.
+    ranks, args.device = init_from_env(args.device)
+    if not ranks.is_main:
+        sys.stdout = open(os.devnull, "w")
+    try:
+        return run_all(args, ranks)
+    finally:
+        if ranks.distributed:
+            torch.distributed.destroy_process_group()
+
+
+def run_all(args: argparse.Namespace, ranks: Any) -> Dict[str, Any]:
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     data = get_data(args)
@@ -223,8 +246,10 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     print()
     print(table(data.name, runs))
     out = {"dataset": data.name, "synthetic": bool(data.synthetic), "source": data.source,
-           "args": vars(args), "runs": runs,
+           "args": vars(args), "runs": runs, "world_size": ranks.world_size,
            "versions": {"torch": torch.__version__, "numpy": np.__version__}}
+    if not ranks.is_main:
+        return out
     save_dir.mkdir(parents=True, exist_ok=True)
     path = save_dir / "metrics.json"
     tmp = path.with_suffix(".json.tmp")
