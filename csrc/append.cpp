@@ -17,7 +17,7 @@ constexpr int64_t kMinCapacity = 4;
 // Grows v's capacity by 1.25x (not the library's 2x) when `extra` more elements do not
 // fit: the pool's spare capacity counts against the memory of an appended graph.
 template <class T>
-void reserve_for(std::vector<T>& v, size_t extra) {
+void reserve_for(CowArray<T>& v, size_t extra) {
   const size_t need = v.size() + extra;
   if (need > v.capacity()) v.reserve(std::max(need, v.capacity() + v.capacity() / 4));
 }
@@ -76,8 +76,8 @@ eid_t push(TCSR& g, int64_t u, const Entry& e) {
 // have (those that grew since the last repack are the ones that keep growing), and get at
 // least degree / slack_div; if kept room would fill more than half the headroom up to
 // the next repack, every list gets degree / slack_div instead.
-std::vector<Entry> repack(const TCSR& g, int64_t slack_div, std::vector<int64_t>& start,
-                          std::vector<int64_t>& capacity) {
+std::vector<Entry> repack(const TCSR& g, int64_t slack_div, CowArray<int64_t>& start,
+                          CowArray<int64_t>& capacity) {
   auto room = [&](int64_t u, bool keep) -> int64_t {
     const int64_t len = g.degree[u];
     if (slack_div <= 0) return len;
@@ -139,6 +139,7 @@ void append_edges(TCSR& g, const int64_t* src, const int64_t* dst, const double*
            need / 1073741824.0, " GiB of lists): if the ids are sparse, relabel them first");
   }
   if (n == 0) return;
+  g.own_storage();  // a mapped graph gets its own copy on its first append
 
   // Rows in (time, row) order, as build_tcsr scans them.
   std::vector<int64_t> order;
@@ -182,6 +183,7 @@ void append_edges(TCSR& g, const int64_t* src, const int64_t* dst, const double*
 }
 
 void compact(TCSR& g, int64_t slack_div) {
+  g.own_storage();
   g.entries = repack(g, slack_div, g.start, g.capacity);
 }
 

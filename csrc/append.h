@@ -37,7 +37,8 @@ constexpr int64_t kCompactSlack = 8;
 // Appends rows (src[i], dst[i], ts[i]) as rows num_edges.. of g.  Every time must be finite
 // and >= g.latest_time (the rows themselves may come in any order; ties keep row order);
 // ids >= num_nodes grow the graph.  Checks everything before changing anything: on an
-// InputError g is unchanged.  The caller holds g's lock exclusively.
+// InputError g is unchanged.  A mapped g is first copied into owned memory (own_storage).
+// The caller holds g's lock exclusively.
 void append_edges(TCSR& g, const int64_t* src, const int64_t* dst, const double* ts,
                   int64_t n);
 

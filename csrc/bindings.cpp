@@ -8,10 +8,13 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "append.h"
 #include "budget.h"
+#include "mapped_file.h"
 #include "paths.h"
 #include "sample.h"
 #include "strategy.h"
@@ -44,14 +47,15 @@ py::array read_only(py::array a) {
   return a;
 }
 
-template <class T>
-py::array view(const std::vector<T>& v, py::handle owner) {
+template <class Array>
+py::array view(const Array& v, py::handle owner) {
+  using T = std::decay_t<decltype(*v.data())>;
   return read_only(py::array_t<T>({static_cast<py::ssize_t>(v.size())}, v.data(), owner));
 }
 
 // A strided view of one field of every entry.
 template <class T>
-py::array field_view(const std::vector<Entry>& v, T Entry::*field, py::handle owner) {
+py::array field_view(const CowArray<Entry>& v, T Entry::*field, py::handle owner) {
   const T* first = v.empty() ? nullptr : &(v.data()->*field);
   return read_only(py::array_t<T>({static_cast<py::ssize_t>(v.size())},
                                   {static_cast<py::ssize_t>(sizeof(Entry))}, first, owner));
@@ -111,6 +115,36 @@ std::shared_ptr<TCSR> from_arrays(int64_t num_nodes, int64_t num_edges, bool dir
   const std::vector<int64_t> ptr = copy_vec(indptr, "indptr");
   py::gil_scoped_release release;
   g->set_packed_layout(ptr);
+  g->validate();
+  g->update_summary();
+  return g;
+}
+
+// A CSR over the arrays of a saved graph, mapped read-only from their files: each array
+// is (path, byte offset of its data, element count), checked by the caller against the
+// file's header; the lists are then checked here as unpickled ones are.  Capacity is the
+// degree (a saved graph is packed).
+using FileArray = std::tuple<std::string, int64_t, int64_t>;
+
+std::shared_ptr<TCSR> map_saved(int64_t num_nodes, int64_t num_edges, bool directed,
+                                const FileArray& start, const FileArray& degree,
+                                const FileArray& entries, const FileArray& src,
+                                const FileArray& dst) {
+  py::gil_scoped_release release;
+  auto g = std::make_shared<TCSR>();
+  g->num_nodes = num_nodes;
+  g->num_edges = num_edges;
+  g->directed = directed;
+  auto map = [](const FileArray& f, auto tag) {
+    using T = decltype(tag);
+    return mapped_array<T>(std::get<0>(f), std::get<1>(f), std::get<2>(f));
+  };
+  g->start = map(start, int64_t{});
+  g->degree = map(degree, int64_t{});
+  g->capacity = g->degree;
+  g->entries = map(entries, Entry{});
+  g->src = map(src, nid_t{});
+  g->dst = map(dst, nid_t{});
   g->validate();
   g->update_summary();
   return g;
@@ -326,6 +360,24 @@ PYBIND11_MODULE(_C, m) {
       .def_static("from_arrays", &from_arrays, py::arg("num_nodes"), py::arg("num_edges"),
                   py::arg("directed"), py::arg("indptr"), py::arg("nbr"), py::arg("row"),
                   py::arg("ts"), py::arg("twin"), py::arg("src"), py::arg("dst"))
+      .def_static("map_saved", &map_saved, py::arg("num_nodes"), py::arg("num_edges"),
+                  py::arg("directed"), py::arg("start"), py::arg("degree"), py::arg("entries"),
+                  py::arg("src"), py::arg("dst"),
+                  "A CSR viewing a saved graph's arrays, mapped read-only: each argument is "
+                  "(path, data offset, count).  Checked like an unpickled CSR.")
+      .def_property_readonly("mapped",
+                             [](const TCSR& g) {
+                               auto lock = read_lock(g);
+                               return g.mapped();
+                             },
+                             "Whether arrays view a mapped file (shared with other processes).")
+      .def("own_storage",
+           [](TCSR& g) {
+             py::gil_scoped_release release;
+             std::unique_lock<std::shared_mutex> lock(*g.mutex);
+             g.own_storage();
+           },
+           "Copy mapped arrays into this process's memory.")
       .def_readonly("num_nodes", &TCSR::num_nodes)
       .def_readonly("num_edges", &TCSR::num_edges)
       .def_readonly("directed", &TCSR::directed)

@@ -51,14 +51,16 @@ int64_t TCSR::child_eligible_end(int64_t j, bool strict) const {
 }
 
 void TCSR::update_summary() {
+  // Read through const: the arrays may be read-only views of a mapped file.
+  const TCSR& g = *this;
   max_degree = 0;
   live_entries = 0;
   latest_time = -std::numeric_limits<double>::infinity();
-  for (size_t u = 0; u < degree.size(); ++u) {
-    max_degree = std::max(max_degree, degree[u]);
-    live_entries += degree[u];
+  for (size_t u = 0; u < g.degree.size(); ++u) {
+    max_degree = std::max(max_degree, g.degree[u]);
+    live_entries += g.degree[u];
     // Lists are time-sorted: the last entry is the list's latest.
-    if (degree[u] > 0) latest_time = std::max(latest_time, entries[list_end(u) - 1].ts);
+    if (g.degree[u] > 0) latest_time = std::max(latest_time, g.entries[list_end(u) - 1].ts);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common.h"
+#include "cow_array.h"
 
 namespace tbdfs {
 
@@ -35,16 +36,20 @@ static_assert(sizeof(Entry) == 24, "Entry must stay packed");
 // slots reserved there.  build_tcsr packs the lists (start = prefix sum of degree, no spare
 // slots); appended interactions (append.h) fill a list's spare slots or move the list to
 // the end of the pool, so each list stays contiguous and sorted.
+//
+// The arrays are owned, or views of a saved graph's files mapped read-only (map_saved in
+// the bindings): processes that load the same files then share one copy.  A mapped CSR
+// is copied into owned memory (own_storage) before anything writes to it.
 struct TCSR {
   int64_t num_nodes = 0;
   int64_t num_edges = 0;
   bool directed = false;
-  std::vector<int64_t> start;     // [N] first position of node u's list in `entries`
-  std::vector<int64_t> degree;    // [N] length of node u's list
-  std::vector<int64_t> capacity;  // [N] slots reserved at start[u]
-  std::vector<Entry> entries;     // the pool: every list's slots (plus space lists moved out of)
-  std::vector<nid_t> src;         // [E] input endpoints, kept to give the edges back
-  std::vector<nid_t> dst;         // [E]
+  CowArray<int64_t> start;     // [N] first position of node u's list in `entries`
+  CowArray<int64_t> degree;    // [N] length of node u's list
+  CowArray<int64_t> capacity;  // [N] slots reserved at start[u]
+  CowArray<Entry> entries;     // the pool: every list's slots (plus space lists moved out of)
+  CowArray<nid_t> src;         // [E] input endpoints, kept to give the edges back
+  CowArray<nid_t> dst;         // [E]
   int64_t max_degree = 0;         // longest neighbour list: bounds a non-replacing fanout
   int64_t live_entries = 0;       // sum of degree
   double latest_time = -std::numeric_limits<double>::infinity();  // of any edge
@@ -56,6 +61,21 @@ struct TCSR {
 
   int64_t list_begin(int64_t u) const { return start[u]; }
   int64_t list_end(int64_t u) const { return start[u] + degree[u]; }
+
+  // Whether any array views a mapped file.
+  bool mapped() const {
+    return start.is_view() || degree.is_view() || capacity.is_view() || entries.is_view() ||
+           src.is_view() || dst.is_view();
+  }
+  // Copies mapped arrays into owned memory (this process's own copy), so they can change.
+  void own_storage() {
+    start.own();
+    degree.own();
+    capacity.own();
+    entries.own();
+    src.own();
+    dst.own();
+  }
 
   // Sets max_degree, live_entries and latest_time from the lists (after build or validate).
   void update_summary();

@@ -16,6 +16,12 @@ Evaluate a saved checkpoint against DyGLib's three kinds of negatives, one posit
     python examples/train_wikipedia.py --eval-only runs/train_wikipedia/tbdfs-alpha-0.5/best.pt \
         --eval-negatives random,historical,inductive --eval-candidates 1,49
 
+Data-parallel on N processes (gloo on CPU, nccl with ``--device cuda``; each rank trains on
+its share of every global batch of ``--batch-size`` events, the graphs are memory-mapped
+once for all ranks, rank 0 prints and writes; see ``tbdfs_dgl.linkpred.distributed``)::
+
+    torchrun --nproc_per_node 2 examples/train_wikipedia.py
+
 Data: ``--data`` takes a JODIE ``wikipedia.csv`` or an edge list such as
 ``../shared/data/wikipedia/wikipedia-edges.txt.gz``.  Without it the script looks in
 ``--data-dir`` (default ``$TBDFS_DATA_DIR``, else ``../shared/data``), then tries to download
@@ -45,6 +51,7 @@ from tbdfs_dgl.data import (TemporalDataset, default_data_dir, fetch_dataset,  #
                             load_dataset, make_wikipedia_like)
 from tbdfs_dgl.eval_negatives import EVAL_NEGATIVES  # noqa: E402
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig, load_checkpoint  # noqa: E402
+from tbdfs_dgl.linkpred.distributed import init_from_env  # noqa: E402
 
 
 def add_model_arguments(m: Any) -> None:
@@ -130,6 +137,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="tune glibc malloc to keep freed memory (TrainConfig.retain_memory; "
                         "process-wide)")
     t.add_argument("--save-dir", default="runs/train_wikipedia")
+    t.add_argument("--graph-dir", default=None,
+                   help="save the sampler graphs here and sample from memory-mapped copies "
+                        "(distributed runs default to a temporary folder)")
     t.add_argument("--no-progress", action="store_true")
     return p.parse_args(argv)
 
@@ -217,7 +227,8 @@ def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: 
                       val_events=args.val_events, test_events=args.test_events,
                       eval_negatives=eval_negatives, eval_candidates=eval_candidates,
                       retain_memory=args.retain_memory,
-                      save_dir=str(save_dir / slug(label)), progress=not args.no_progress)
+                      save_dir=str(save_dir / slug(label)), progress=not args.no_progress,
+                      graph_dir=args.graph_dir)
     print(f"[{data.name}] {label}: alpha={alpha}, {n_params} parameters, fanouts {cfg.fanouts}, "
           f"{cfg.strategy} sampling, device {cfg.device}")
     trainer = LinkPredictionTrainer(model, data, cfg, model_kwargs=kwargs,
@@ -323,6 +334,18 @@ def table(name: str, runs: List[Dict[str, Any]]) -> str:
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     args = parse_args(argv)
+    # Under torchrun: join the process group; the other ranks stay quiet.
+    ranks, args.device = init_from_env(args.device)
+    if not ranks.is_main:
+        sys.stdout = open(os.devnull, "w")
+    try:
+        return run_all(args, ranks)
+    finally:
+        if ranks.distributed:
+            torch.distributed.destroy_process_group()
+
+
+def run_all(args: argparse.Namespace, ranks: Any) -> Dict[str, Any]:
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     data = get_data(args)
@@ -339,8 +362,9 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         out = {"dataset": data.name, "synthetic": bool(data.synthetic), "source": data.source,
                "args": vars(args), **result,
                "versions": {"torch": torch.__version__, "numpy": np.__version__}}
-        write_json(out, save_dir / "eval_metrics.json")
-        print(f"\n[{data.name}] metrics written to {save_dir / 'eval_metrics.json'}")
+        if ranks.is_main:
+            write_json(out, save_dir / "eval_metrics.json")
+            print(f"\n[{data.name}] metrics written to {save_dir / 'eval_metrics.json'}")
         return out
     evaluation_settings(args)  # a bad value fails before any training
     runs = []
@@ -351,8 +375,10 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     print()
     print(table(data.name, runs))
     out = {"dataset": data.name, "synthetic": bool(data.synthetic), "source": data.source,
-           "args": vars(args), "runs": runs,
+           "args": vars(args), "runs": runs, "world_size": ranks.world_size,
            "versions": {"torch": torch.__version__, "numpy": np.__version__}}
+    if not ranks.is_main:
+        return out
     path = save_dir / "metrics.json"
     write_json(out, path)
     print(f"\n[{data.name}] metrics written to {path}")

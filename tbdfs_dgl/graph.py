@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from . import _C, streaming
+from . import _C, graph_io, streaming
 from ._deprecation import FEAT_RENAMES, deprecated_alias, renamed_kwargs
 from ._validate import feature_tensor, index_array, time_array
 
@@ -364,6 +364,45 @@ class TemporalGraph:
         if self.node_feat is not None:
             g.ndata["feat"] = self.node_feat
         return g
+
+    # ------------------------------------------------------------------ files
+    def save(self, path: str) -> None:
+        """Write the graph to the directory ``path`` (.npy arrays and a JSON header).
+
+        ``path`` is created, or replaced if it holds a saved graph.  Format:
+        :mod:`tbdfs_dgl.graph_io`.
+        """
+        graph_io.save_graph(self, path)
+
+    @classmethod
+    def load(cls, path: str, mmap: bool = True, verify: bool = False) -> "TemporalGraph":
+        """Read a graph written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str
+            The directory.
+        mmap : bool
+            Map the CSR's files read-only (default): processes loading the same files share
+            one copy through the page cache (the ranks of a distributed run).  Appending to a
+            mapped graph first copies it into the process's own memory.  ``False``: read
+            into the process's memory.
+        verify : bool
+            Also compare every file's CRC-32 with the header (reads every byte).  The lists
+            are checked structurally either way.
+
+        Raises
+        ------
+        ValueError
+            For a directory without a header, another format or version, and missing,
+            truncated or mismatched files (naming the file).
+        """
+        return graph_io.load_graph(cls, path, mmap=mmap, verify=verify)
+
+    @property
+    def is_mapped(self) -> bool:
+        """Whether the CSR reads files mapped by :meth:`load` (shared, read-only)."""
+        return self._csr.mapped
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> Dict[str, Any]:

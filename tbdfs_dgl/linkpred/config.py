@@ -76,6 +76,9 @@ class TrainConfig:
     # protocol).  See LinkPredictionTrainer.evaluate.
     eval_negatives: str = "random"
     eval_candidates: int = 1
+    # Save the sampler graphs here and sample from memory-mapped copies: the ranks of a
+    # distributed run share them (default there: a temporary folder; see linkpred.distributed).
+    graph_dir: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.amp not in (None, "bf16"):

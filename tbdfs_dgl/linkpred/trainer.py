@@ -16,7 +16,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -29,7 +29,7 @@ from ..graph import TemporalGraph
 from ..metrics import link_prediction_metrics, ranking_metrics
 from ..nn.time_encoder import TimeEncoder
 from ..sampler import TemporalSampler
-from . import streams
+from . import distributed, streams
 from .batches import EventBatch, chronological_batches
 from .checkpoints import save_checkpoint
 from .config import TrainConfig
@@ -106,6 +106,7 @@ class LinkPredictionTrainer:
                  model_kwargs: Optional[Dict[str, Any]] = None,
                  log: Callable[[str], None] = print) -> None:
         self.config = config
+        self.ranks = distributed.current_ranks()
         self.device = check_device(config.device)
         if config.retain_memory:
             retain_freed_memory()
@@ -113,7 +114,7 @@ class LinkPredictionTrainer:
         self.data = data
         self.split = split or chronological_split(data, seed=config.seed)
         self.model_kwargs = model_kwargs or {}
-        self.log = log
+        self.log = log if self.ranks.is_main else (lambda line: None)
         self.train_negatives = NegativeSampler(
             data, self.split.train, active_only=config.train_negatives == "active")
         self.eval_negatives = NegativeSampler(data)
@@ -125,11 +126,9 @@ class LinkPredictionTrainer:
             threads = 1  # the model's own threads run beside the prefetching sampler
         edge_feat = None if data.edge_feat is None else torch.from_numpy(data.edge_feat)
         node_feat = None if data.node_feat is None else torch.from_numpy(data.node_feat)
-        full = TemporalGraph(data.src, data.dst, data.ts, num_nodes=data.num_nodes)
-        tr = self.split.train
-        train_graph = TemporalGraph(data.src[tr], data.dst[tr], data.ts[tr], num_nodes=data.num_nodes)
+        full, train_graph = self._graphs()
         # The training graph renumbers edges; map its edge ids back to dataset rows.
-        self._train_rows = torch.from_numpy(np.flatnonzero(tr))
+        self._train_rows = torch.from_numpy(np.flatnonzero(self.split.train))
         kw = dict(fanouts=list(config.fanouts), strategy=config.strategy, time_rule=time_rule,
                   seed=config.seed, num_threads=threads)
         self.train_sampler = TemporalSampler(train_graph, **kw)
@@ -142,6 +141,30 @@ class LinkPredictionTrainer:
         self._pad_roots = 3 * config.batch_size if config.compile else None
         self._forward = torch.compile(self.model) if config.compile else self.model
         self._needs_paths = bool(getattr(model, "needs_paths", False))
+        self._ddp = None
+        if self.ranks.distributed:
+            self._ddp = distributed.wrap(self.model, self._embed, self.device)
+            # Dropout masks of their own per rank (rank 0 keeps the one-process stream).
+            if self.ranks.rank > 0:
+                torch.manual_seed(torch.initial_seed() + self.ranks.rank)
+
+    def _graphs(self) -> Tuple[TemporalGraph, TemporalGraph]:
+        """The sampler graphs: all interactions, and the training ones (renumbered).
+
+        Distributed (or with ``config.graph_dir``), built once, saved and memory-mapped by
+        every rank (:func:`.distributed.shared_graphs`).
+        """
+        data, tr = self.data, self.split.train
+        builders = {
+            "full": lambda: TemporalGraph(data.src, data.dst, data.ts, num_nodes=data.num_nodes),
+            "train": lambda: TemporalGraph(data.src[tr], data.dst[tr], data.ts[tr],
+                                           num_nodes=data.num_nodes),
+        }
+        if self.ranks.distributed or self.config.graph_dir is not None:
+            graphs = distributed.shared_graphs(builders, self.ranks, self.config.graph_dir)
+        else:
+            graphs = {name: build() for name, build in builders.items()}
+        return graphs["full"], graphs["train"]
 
     # ------------------------------------------------------------------ batches
     def make_batches(self, rows: np.ndarray, rng: np.random.Generator,
@@ -264,20 +287,25 @@ class LinkPredictionTrainer:
             batch.paths.eids = torch.where(e >= 0, rows[e.clamp(min=0)], e)
 
     def _iterate(self, sampler: TemporalSampler, items: List[EventBatch],
-                 first_id: int, remap: bool) -> Iterator[Tuple[EventBatch, Any, float]]:
-        """Yield (item, batch, sample seconds), sampling one batch ahead when prefetching."""
+                 first_id: int, remap: bool, batch_ids: Optional[Sequence[int]] = None
+                 ) -> Iterator[Tuple[EventBatch, Any, float]]:
+        """Yield (item, batch, sample seconds), sampling one batch ahead when prefetching.
+
+        Item ``i`` is sampled with batch id ``first_id + i``, or ``batch_ids[i]``.
+        """
         if not items:
             return
+        ids = range(first_id, first_id + len(items)) if batch_ids is None else batch_ids
         if self._pool is None:
             for i, item in enumerate(items):
-                batch, secs = self._sample(sampler, item, first_id + i, remap)
+                batch, secs = self._sample(sampler, item, ids[i], remap)
                 yield item, batch, secs
             return
-        future = self._pool.submit(self._sample, sampler, items[0], first_id, remap)
+        future = self._pool.submit(self._sample, sampler, items[0], ids[0], remap)
         for i, item in enumerate(items):
             batch, secs = future.result()
             if i + 1 < len(items):
-                future = self._pool.submit(self._sample, sampler, items[i + 1], first_id + i + 1, remap)
+                future = self._pool.submit(self._sample, sampler, items[i + 1], ids[i + 1], remap)
             yield item, batch, secs
 
     def _embed(self, batch: Any, n: int, k: int = 1) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -309,26 +337,44 @@ class LinkPredictionTrainer:
         """One pass over the training interactions; returns (loss, sample s, model s, batches)."""
         self.model.train()
         items = self.training_batches(epoch)
-        bar = progress_bar(len(items), f"epoch {epoch}", self.config.progress)
+        first_id = streams.first_batch_id("train", epoch)
+        ids, weights = None, None
+        if self._ddp is not None:
+            # Each rank trains on its share of every global batch (distributed.py).
+            items, weights = map(list, zip(*(distributed.share_of(it, self.ranks) for it in items))) \
+                if items else ([], [])
+            ids = [distributed.share_batch_id(first_id + i, self.ranks) for i in range(len(items))]
+        bar = progress_bar(len(items), f"epoch {epoch}", self.config.progress and self.ranks.is_main)
         total, sample_s, model_s = 0.0, 0.0, 0.0
         for i, (item, batch, secs) in enumerate(
-                self._iterate(self.train_sampler, items, streams.first_batch_id("train", epoch),
-                              remap=True)):
+                self._iterate(self.train_sampler, items, first_id, remap=True, batch_ids=ids)):
             sample_s += secs
             t0 = time.perf_counter()
-            pos, neg = self._embed(batch, item.num_events)
-            loss = F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos)) + \
-                F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg))
+            if self._ddp is None:
+                pos, neg = self._embed(batch, item.num_events)
+                loss = F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos)) + \
+                    F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg))
+            else:
+                pos, neg = self._ddp(batch, item.num_events)
+                # Summed, weighted N / batch size: DDP's mean over ranks is then the gradient
+                # of the global batch's mean loss.
+                loss = weights[i] * (
+                    F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos), reduction="sum")
+                    + F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg), reduction="sum"))
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
-            total += float(loss.detach())  # synchronises with the device, so:
+            total += float(loss.detach()) / self.ranks.world_size  # synchronises, so:
             self._check_time_range()
             model_s += time.perf_counter() - t0
             bar.update(1)
             bar.set_postfix(loss=f"{total / (i + 1):.4f}")
         bar.close()
-        return total / max(1, len(items)), sample_s, model_s, len(items)
+        if self._ddp is not None:
+            # The batches' losses (rank shares summed); seconds averaged over the ranks.
+            total, sample_s, model_s = distributed.all_sum([total, sample_s, model_s], self.ranks)
+            sample_s, model_s = sample_s / self.ranks.world_size, model_s / self.ranks.world_size
+        return float(total) / max(1, len(items)), float(sample_s), float(model_s), len(items)
 
     @torch.no_grad()
     def evaluate(self, part: str) -> Dict[str, Dict[str, float]]:
@@ -349,7 +395,11 @@ class LinkPredictionTrainer:
         items = self.evaluation_batches(part)
         pos_all, neg_all, row_all = [], [], []
         first_id = streams.first_batch_id(part)
-        for item, batch, _ in self._iterate(self.eval_sampler, items, first_id, remap=False):
+        # Distributed: whole batches round robin, each with its own batch id.
+        rank, world = self.ranks.rank, self.ranks.world_size
+        mine, ids = items[rank::world], range(first_id + rank, first_id + len(items), world)
+        for item, batch, _ in self._iterate(self.eval_sampler, mine, first_id, remap=False,
+                                            batch_ids=ids):
             n, k = item.num_events, item.num_candidates
             pos, neg = self._embed(batch, n, k)
             pos_all.append(pos.float().cpu().numpy())
@@ -364,7 +414,12 @@ class LinkPredictionTrainer:
             return {"transductive": link_prediction_metrics(empty, empty),
                     "inductive": link_prediction_metrics(empty, empty)}
         self._check_time_range()
-        pos, neg, r = np.concatenate(pos_all), np.concatenate(neg_all), np.concatenate(row_all)
+        # A rank without batches still joins the gather, with empty arrays of the right shape.
+        neg_cols = () if items[0].neg_dst.ndim == 1 else (items[0].num_candidates,)
+        pos, neg, r = (np.concatenate(a) if a else np.zeros((0,) + shape, t)
+                       for a, shape, t in ((pos_all, (), np.float32), (neg_all, neg_cols, np.float32),
+                                           (row_all, (), np.int64)))
+        pos, neg, r = distributed.gather_scores(pos, neg, r, self.ranks)
         new = getattr(self.split, f"{part}_inductive")[r]
         return {"transductive": self._metrics(pos, neg),
                 "inductive": self._metrics(pos[new], neg[new])}
@@ -402,7 +457,7 @@ class LinkPredictionTrainer:
             if ap > result.best_val_ap or best_state is None:
                 result.best_val_ap, result.best_epoch, waited = ap, epoch, 0
                 best_state = copy.deepcopy({k: v.detach().cpu() for k, v in self.model.state_dict().items()})
-                if cfg.save_dir:
+                if cfg.save_dir and self.ranks.is_main:
                     save_checkpoint(os.path.join(cfg.save_dir, "best.pt"), self.model,
                                     self.model_kwargs, {"epoch": epoch, "val": val,
                                                         "config": cfg.to_dict()})
