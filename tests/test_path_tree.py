@@ -306,3 +306,69 @@ def test_sampler_float64_and_aggregator():
     ref = agg(u_ref, hbfs, batch.paths.mask.any(-1), path_proj=enc.fc2)
     out = agg(u, hbfs, mask, path_proj=enc.fc2)
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+
+
+# ------------------------------------------------------------ fused kernels vs plain ops
+@pytest.mark.parametrize("heads_alpha", [2, 1])
+def test_combine_large_tensor_backward_matches_small(monkeypatch, heads_alpha):
+    # _Combine's backward takes batched products above a size threshold; force that path
+    # on small tensors and compare with the broadcast-and-sum one and with autograd.
+    from tbdfs_dgl.nn import path_encoder as pe
+
+    seed = 11
+    print("seed", seed)
+    gen = torch.Generator().manual_seed(seed)
+    B, n, k, H, dk = 3, 4, 5, 2, 6
+
+    def rand(*shape):
+        return torch.rand(*shape, generator=gen, dtype=torch.float64).requires_grad_()
+
+    inputs = [rand(B, n, H, dk), rand(B, n, k, heads_alpha), rand(B, n, k, heads_alpha),
+              rand(B, n, k, H, dk)]
+    grad = torch.randn(B, n, k, H, dk, generator=gen, dtype=torch.float64)
+    out_par, alpha, beta, v = inputs
+    plain = alpha.unsqueeze(-1) * out_par.unsqueeze(2) + beta.unsqueeze(-1) * v
+    want = torch.autograd.grad(plain, inputs, grad)
+    for big in (1 << 40, 0):
+        monkeypatch.setattr(pe, "_BIG", big)
+        out = pe._Combine.apply(*inputs)
+        assert torch.allclose(out, plain)
+        got = torch.autograd.grad(out, inputs, grad)
+        for g, w in zip(got, want):
+            assert torch.allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_add_relu_dropout_matches_plain_ops(p):
+    # The fused ReLU + dropout of encode_tree's hidden layer: with its dropout mask read
+    # back from the output, the same values and gradients as the plain ops.
+    from tbdfs_dgl.nn.path_encoder import _add_relu_dropout_
+
+    seed = 12
+    print("seed", seed)
+    torch.manual_seed(seed)
+    B, n, W = 4, 50, 7
+    x0 = torch.randn(B * n, W, dtype=torch.float64)
+    c = torch.randn(B, 1, W, dtype=torch.float64, requires_grad=True)
+    drop = torch.nn.Dropout(p).train()
+    x = x0.clone().requires_grad_()
+    out = _add_relu_dropout_(x * 1.0, c, drop)  # x * 1.0: a fresh non-view product
+    pre = x0.view(B, n, W) + c.detach()
+    kept = (out != 0) | (pre <= 0)
+    if p:
+        dropped = (pre > 0) & ~kept
+        assert dropped.any() and kept.any()
+        frac = dropped.sum().item() / (pre > 0).sum().item()
+        assert abs(frac - p) < 0.15
+    x_ref = x0.clone().requires_grad_()
+    c_ref = c.detach().clone().requires_grad_()
+    ref = torch.relu(x_ref.view(B, n, W) + c_ref) * kept / (1 - p)
+    assert torch.allclose(out, ref)
+    grad = torch.randn(B, n, W, dtype=torch.float64)
+    out.backward(grad)
+    ref.backward(grad)
+    assert torch.allclose(x.grad, x_ref.grad) and torch.allclose(c.grad, c_ref.grad)
+    # Eval mode: plain ReLU.
+    drop.eval()
+    assert torch.equal(_add_relu_dropout_(x0.clone(), c.detach(), drop),
+                       torch.relu(x0.view(B, n, W) + c.detach()))
