@@ -325,6 +325,9 @@ def save_checkpoint(path: str, model: torch.nn.Module, model_kwargs: Dict[str, A
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     _remove_stale_temps(directory)
+    encoding = getattr(model, "time_encoding", None)
+    if encoding is not None:  # the formulation itself, whatever the default when loaded
+        model_kwargs = dict(model_kwargs, time_encoding=encoding)
     payload = {"model_kwargs": model_kwargs,
                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                "extra": extra or {}}
@@ -415,7 +418,10 @@ def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Modu
     payload = _read_checkpoint(path, map_location)
     from .model import TBDFSModel  # after the checks: reading needs no DGL
 
-    model = TBDFSModel(**payload["model_kwargs"])
+    kwargs = dict(payload["model_kwargs"])
+    if "time_encoding" not in kwargs and "normalize_time" not in kwargs:
+        kwargs["time_encoding"] = "cos_sin"  # saved before the choice existed: release 0.1
+    model = TBDFSModel(**kwargs)
     model.load_state_dict(payload["state_dict"])
     return model, payload.get("extra", {})
 

@@ -30,6 +30,9 @@ VARIANTS = [
     {"node_dim": 0, "edge_dim": 0},
     {"num_nodes": NUM_NODES, "node_embedding_dim": 3},
     {"num_heads": 1},
+    {"time_encoding": "cos_phase"},
+    {"time_encoding": "cos_phase", "alpha": 1.0},
+    {"time_encoding": "cos_sin_unscaled"},
 ]
 
 
