@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 __all__ = ["TBDFSModel"]
 
 PATH_INPUTS = ("raw", "bfs")
+# The time-encoding form of new models (docs/learning_efficiency.md); checkpoints record
+# theirs, and those recording none are release 0.1's 'cos_sin'.
+DEFAULT_TIME_ENCODING = "cos_phase"
 AGG_MODES = ("attn", "mean")
 
 
@@ -84,9 +87,9 @@ class TBDFSModel(nn.Module):
         Form of the time encoding (:class:`~tbdfs_dgl.nn.TimeEncoder`): release 0.1's
         ``'cos_sin'`` (scaled cos/sin pairs), the same unscaled, or DyGLib's
         ``cos(w·Δt + b)`` (``'cos_phase'``, which learned fastest early on CollegeMsg,
-        ``docs/learning_efficiency.md``).  Default ``'cos_sin'`` (or what
-        ``normalize_time`` says).  Recorded in checkpoints with the other arguments;
-        checkpoints without either are release-0.1 models (``'cos_sin'``).
+        ``docs/learning_efficiency.md``).  Default ``'cos_phase'`` (or what
+        ``normalize_time`` says); release 0.1 had ``'cos_sin'``.  Recorded in checkpoints
+        with the other arguments; checkpoints without either are release-0.1 models.
     """
 
     def __init__(
@@ -112,6 +115,8 @@ class TBDFSModel(nn.Module):
         _check_dim("node_dim", node_dim, 0)
         _check_dim("edge_dim", edge_dim, 0)
         _check_dim("time_dim", time_dim, 2)
+        if time_encoding is None and normalize_time is None:
+            time_encoding = DEFAULT_TIME_ENCODING
         time_encoding = resolve_time_encoding(time_encoding, normalize_time)
         if time_dim % 2 and time_encoding != "cos_phase":
             raise ValueError(f"time_dim must be even (cos/sin pairs), got {time_dim}")

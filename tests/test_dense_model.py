@@ -37,8 +37,9 @@ VARIANTS = [
 
 
 def build(seed=0, **kw):
+    # release 0.1's formulation unless a variant says otherwise (the reference is 0.1's)
     args = dict(node_dim=NODE_DIM, edge_dim=EDGE_DIM, time_dim=8, hidden_dim=12,
-                num_heads=2, dropout=0.0)
+                num_heads=2, dropout=0.0, time_encoding="cos_sin")
     args.update(kw)
     torch.manual_seed(seed)
     return TBDFSModel(**args).eval()

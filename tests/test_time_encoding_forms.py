@@ -1,7 +1,6 @@
 """The time-encoding forms (TimeEncoder(encoding=...)): DyGLib's cos(w dt + b) against a slow
 exact reference on every path (C++ kernel, torch, fixed-cost GPU/compiled), its gradients,
 huge gaps; the choice recorded in checkpoints, old checkpoints loading as release 0.1."""
-import contextlib
 import math
 
 import numpy as np
@@ -46,7 +45,9 @@ def all_paths(enc, x, monkeypatch):
     """The encoding on each path: C++ kernel, torch reduction, pure-Python large-phase
     reduction, and the fixed-cost (GPU / compiled) one."""
     outs = {"native": enc(x).detach()}
-    with _native.disabled("time_encode"):
+    with _native.disabled("time_encode_phase"):
+        outs["pairs kernel, rotated in torch"] = enc(x).detach()
+    with _native.disabled("time_encode", "time_encode_phase"):
         outs["torch"] = enc(x).detach()
         with _native.disabled("reduce_phases"):
             outs["torch, pure Python reduction"] = enc(x).detach()
@@ -94,7 +95,8 @@ def test_cos_phase_is_exact_at_huge_gaps(dt, monkeypatch):
     x = torch.tensor(dt, dtype=torch.float64)
     want = exact_cos_phase(enc, dt)
     outs = all_paths(enc, x, monkeypatch)
-    for name in ("native", "torch", "torch, pure Python reduction"):
+    for name in ("native", "pairs kernel, rotated in torch", "torch",
+                 "torch, pure Python reduction"):
         assert float(outs[name].abs().max()) <= 1 + 1e-6, name
         assert float((outs[name].double() - want).abs().max()) <= 4e-7, name
     assert bool(enc.range_exceeded)  # every case has a phase >= 2**29 rad
@@ -118,7 +120,8 @@ def test_cos_phase_gradients_match_float64_autograd(path, monkeypatch):
     coef = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(3))
     if path == "fixed":
         monkeypatch.setattr(te, "_compiling", lambda: True)
-    with _native.disabled("time_encode") if path == "torch" else contextlib.nullcontext():
+    off = ("time_encode", "time_encode_phase") if path == "torch" else ()
+    with _native.disabled(*off):
         (enc(dt) * coef).sum().backward()
     gw, gb = reference_grads(enc, dt, coef)
     assert torch.allclose(enc.weight.grad.double(), gw, rtol=1e-4, atol=1e-6 * float(gw.abs().max()))
@@ -202,3 +205,32 @@ def test_model_records_the_form_and_old_checkpoints_load_as_release_0_1(tmp_path
     with pytest.raises(ValueError, match="even"):
         TBDFSModel(**dict(kwargs, time_dim=7), time_encoding="cos_sin")
     assert TBDFSModel(**dict(kwargs, time_dim=7), time_encoding="cos_phase").time_dim == 7
+
+
+def test_cos_phase_kernel_is_thread_independent_and_checks_its_buffers():
+    kernel = _native.native("time_encode_phase")
+    if kernel is None:
+        pytest.skip("the compiled extension is not built")
+    rng = np.random.default_rng(0)
+    dt = np.concatenate([rng.uniform(0, 2e8, 3000), [0.0, 1e17, -3e250]])
+    w = rng.uniform(1e-9, 2.0, 70)  # more than one block of frequencies
+    cb, sb = np.cos(rng.uniform(-3, 3, 70)).astype(np.float32), np.zeros(70, np.float32)
+    sb[:] = np.sqrt(1 - cb.astype(np.float64) ** 2)
+    outs = []
+    for threads in (1, 2, 7):
+        c, s = np.empty((len(dt), 70), np.float32), np.empty((len(dt), 70), np.float32)
+        kernel(dt, w, cb, sb, c, s, threads)
+        outs.append((c, s))
+    assert all(np.array_equal(outs[0][0], c) and np.array_equal(outs[0][1], s)
+               for c, s in outs[1:])
+    c, s = outs[0]
+    assert np.abs(c.astype(np.float64) ** 2 + s.astype(np.float64) ** 2 - 1).max() < 1e-6
+    ok = np.empty((len(dt), 70), np.float32)
+    with pytest.raises(ValueError, match="shape"):
+        kernel(dt, w, cb, sb, np.empty((len(dt), 69), np.float32), ok)
+    with pytest.raises(ValueError, match="length of weight"):
+        kernel(dt, w, cb[:3], sb, ok, ok.copy())
+    with pytest.raises(TypeError):  # never written into a converted copy
+        kernel(dt, w, cb, sb, np.empty((len(dt), 70)), ok)
+    with pytest.raises(ValueError, match="num_threads"):
+        kernel(dt, w, cb, sb, ok, ok.copy(), 0)

@@ -275,11 +275,35 @@ class _CosSinFixed(torch.autograd.Function):
         return None, _weight_grad(dt, out, grad_out), None
 
 
+def _rotate(pairs: torch.Tensor, bias: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(cos, sin)(θ + b)`` (two float32 ``[*S, d]``) from the pairs ``(cos, sin)(θ)``
+    ``[*S, d, 2]``, with ``cos b``, ``sin b`` from float64."""
+    b = bias.detach().to(torch.float64)
+    cos_b, sin_b = torch.cos(b).to(torch.float32), torch.sin(b).to(torch.float32)
+    cos_t, sin_t = pairs.unbind(-1)
+    return cos_t * cos_b - sin_t * sin_b, sin_t * cos_b + cos_t * sin_b
+
+
+def _encode_phase_native(kernel: Callable[..., None], dt: torch.Tensor, weight: torch.Tensor,
+                         bias: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_rotate` of :func:`_exact_pairs` in one pass of the C++ kernel (CPU): the
+    rotation is done where the pair is computed, so no ``[*S, d, 2]`` pair is stored."""
+    d = weight.shape[0]
+    flat = dt.detach().reshape(-1).contiguous()
+    b = bias.detach().to(torch.float64)
+    cos_out = torch.empty(flat.shape[0], d, dtype=torch.float32)
+    sin_out = torch.empty(flat.shape[0], d, dtype=torch.float32)
+    kernel(flat.numpy(), weight.detach().to(torch.float64).contiguous().numpy(),
+           torch.cos(b).to(torch.float32).numpy(), torch.sin(b).to(torch.float32).numpy(),
+           cos_out.numpy(), sin_out.numpy(), torch.get_num_threads())
+    return cos_out.view(*dt.shape, d), sin_out.view(*dt.shape, d)
+
+
 class _CosPhase(torch.autograd.Function):
     r"""``cos(w·Δt + b)`` (DyGLib's / TGAT's official form), float32, exact like
-    :class:`_CosSin`: the exactly reduced pair ``(cos, sin)(w·Δt)`` of :func:`_exact_pairs`
-    (CPU, any phase) or :func:`_fixed_pairs` (``fixed``: GPU / compiled, phases under
-    :data:`DEVICE_PHASE_LIMIT`) is rotated by the phase ``b``:
+    :class:`_CosSin`: the exactly reduced pair ``(cos, sin)(w·Δt)`` (the C++ kernel or
+    :func:`_exact_pairs` on the CPU, any phase; :func:`_fixed_pairs` when ``fixed``: GPU /
+    compiled, phases under :data:`DEVICE_PHASE_LIMIT`) is rotated by the phase ``b``:
     :math:`\cos(θ + b) = \cos θ \cos b - \sin θ \sin b` (``cos b``, ``sin b`` from float64),
     within a few float32 ulps of 1 of the exact value.  Backward uses
     :math:`\sin(θ + b)` from the same pair: ``d/db = -sin(w·Δt + b)``, ``d/dw = Δt·d/db``.
@@ -288,16 +312,17 @@ class _CosPhase(torch.autograd.Function):
     @staticmethod
     def forward(ctx, dt: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                 fixed: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        kernel = native("time_encode_phase") if dt.device.type == "cpu" else None
         if fixed:
             pairs, overflow = _fixed_pairs(dt, weight, 1.0)
+            out, sin_out = _rotate(pairs, bias)
         else:
-            pairs = _exact_pairs(dt, weight, 1.0)
             overflow = torch.zeros((), dtype=torch.bool, device=dt.device)
-        b = bias.detach().to(torch.float64)
-        cos_b, sin_b = torch.cos(b).to(torch.float32), torch.sin(b).to(torch.float32)
-        cos_t, sin_t = pairs.unbind(-1)
-        out = cos_t * cos_b - sin_t * sin_b
-        ctx.save_for_backward(dt, sin_t * cos_b + cos_t * sin_b)  # sin(w·Δt + b)
+            if kernel is not None:
+                out, sin_out = _encode_phase_native(kernel, dt, weight, bias)
+            else:
+                out, sin_out = _rotate(_exact_pairs(dt, weight, 1.0), bias)
+        ctx.save_for_backward(dt, sin_out)
         ctx.mark_non_differentiable(overflow)
         return out, overflow
 
