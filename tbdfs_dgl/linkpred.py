@@ -411,7 +411,9 @@ def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Modu
     FileNotFoundError
         If there is no file at ``path``.
     ValueError
-        If the file is empty, truncated, corrupted (checksum mismatch) or not a checkpoint.
+        If the file is empty, truncated, corrupted (checksum mismatch) or not a checkpoint,
+        or its weights do not fit the model its arguments describe (the message says how
+        to load it with another time encoding).
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
@@ -422,7 +424,14 @@ def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Modu
     if "time_encoding" not in kwargs and "normalize_time" not in kwargs:
         kwargs["time_encoding"] = "cos_sin"  # saved before the choice existed: release 0.1
     model = TBDFSModel(**kwargs)
-    model.load_state_dict(payload["state_dict"])
+    try:
+        model.load_state_dict(payload["state_dict"])
+    except RuntimeError as err:
+        raise ValueError(
+            f"{path}: its weights do not fit the model its arguments describe (time "
+            f"encoding {model.time_encoding!r}): {err}. If it was written by a version that saved no or another time "
+            "encoding, load it with the form it was trained with: rebuild "
+            "TBDFSModel(**model_kwargs, time_encoding=...) and load its state_dict") from err
     return model, payload.get("extra", {})
 
 

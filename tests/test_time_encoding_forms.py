@@ -168,6 +168,24 @@ def test_older_forms_unchanged_and_normalize_alias():
     assert list(none.parameters()) == [] and torch.equal(none(dt), torch.zeros(3, 6))
 
 
+def write_raw_checkpoint(path, model_kwargs, state_dict):
+    """A checkpoint file with exactly these arguments (as older versions wrote them)."""
+    import hashlib
+    import io
+    import json
+
+    from tbdfs_dgl.linkpred import _CKPT_MAGIC
+
+    buf = io.BytesIO()
+    torch.save({"model_kwargs": dict(model_kwargs), "extra": {},
+                "state_dict": {k: v.detach() for k, v in state_dict.items()}}, buf)
+    body = buf.getvalue()
+    header = json.dumps({"format": 1, "sha256": hashlib.sha256(body).hexdigest(),
+                         "size": len(body)}).encode() + b"\n"
+    with open(path, "wb") as f:
+        f.write(_CKPT_MAGIC + header + body)
+
+
 def test_model_records_the_form_and_old_checkpoints_load_as_release_0_1(tmp_path):
     from tbdfs_dgl import TBDFSModel
 
@@ -184,24 +202,14 @@ def test_model_records_the_form_and_old_checkpoints_load_as_release_0_1(tmp_path
     assert "time_encoder.bias" in TBDFSModel(**kwargs, time_encoding="cos_phase").state_dict()
     # A checkpoint written before the choice existed (no form in its arguments) is a
     # release-0.1 model whatever today's default.
-    import io
-    import json
-    import hashlib
-
     old = TBDFSModel(**kwargs, time_encoding="cos_sin")
-    payload = {"model_kwargs": dict(kwargs), "extra": {},
-               "state_dict": {k: v.detach() for k, v in old.state_dict().items()}}
-    buf = io.BytesIO()
-    torch.save(payload, buf)
-    body = buf.getvalue()
-    header = json.dumps({"format": 1, "sha256": hashlib.sha256(body).hexdigest(),
-                         "size": len(body)}).encode() + b"\n"
-    from tbdfs_dgl.linkpred import _CKPT_MAGIC
-
-    with open(path, "wb") as f:
-        f.write(_CKPT_MAGIC + header + body)
+    write_raw_checkpoint(path, kwargs, old.state_dict())
     loaded, _ = load_checkpoint(path)
     assert loaded.time_encoding == "cos_sin"
+    # Weights of another form than the recorded one: a message that says what to do.
+    write_raw_checkpoint(path, kwargs, TBDFSModel(**kwargs).state_dict())
+    with pytest.raises(ValueError, match="load it with the form it was trained with"):
+        load_checkpoint(path)
     with pytest.raises(ValueError, match="even"):
         TBDFSModel(**dict(kwargs, time_dim=7), time_encoding="cos_sin")
     assert TBDFSModel(**dict(kwargs, time_dim=7), time_encoding="cos_phase").time_dim == 7
