@@ -25,7 +25,7 @@ from ._malloc import retain_freed_memory
 from .data.dataset import TemporalDataset
 from .graph import TemporalGraph
 from .metrics import link_prediction_metrics
-from .nn.time_encoder import TimeEncoder
+from .nn.time_encoder import TimeEncoder, resolve_time_encoding
 from .sampler import TemporalSampler
 
 __all__ = [
@@ -421,8 +421,9 @@ def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Modu
     from .model import TBDFSModel  # after the checks: reading needs no DGL
 
     kwargs = dict(payload["model_kwargs"])
-    if "time_encoding" not in kwargs and "normalize_time" not in kwargs:
-        kwargs["time_encoding"] = "cos_sin"  # saved before the choice existed: release 0.1
+    # Saved before the choice existed: release 0.1's form, or its deprecated spelling.
+    kwargs["time_encoding"] = resolve_time_encoding(kwargs.get("time_encoding"),
+                                                    kwargs.pop("normalize_time", None))
     model = TBDFSModel(**kwargs)
     try:
         model.load_state_dict(payload["state_dict"])

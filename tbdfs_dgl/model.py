@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
 import torch
@@ -81,8 +82,8 @@ class TBDFSModel(nn.Module):
         If ``> 0``, a learnable ``nn.Embedding(num_nodes, node_embedding_dim)`` is
         concatenated to the node features (transductive).  Default: 0.
     normalize_time : bool, optional
-        Older spelling of ``time_encoding``: ``True`` is ``'cos_sin'``, ``False``
-        ``'cos_sin_unscaled'``.
+        Deprecated spelling of ``time_encoding`` (``DeprecationWarning``): ``True`` is
+        ``'cos_sin'``, ``False`` ``'cos_sin_unscaled'``.
     time_encoding : {'cos_sin', 'cos_sin_unscaled', 'cos_phase'}, optional
         Form of the time encoding (:class:`~tbdfs_dgl.nn.TimeEncoder`): release 0.1's
         ``'cos_sin'`` (scaled cos/sin pairs), the same unscaled, or DyGLib's
@@ -115,7 +116,11 @@ class TBDFSModel(nn.Module):
         _check_dim("node_dim", node_dim, 0)
         _check_dim("edge_dim", edge_dim, 0)
         _check_dim("time_dim", time_dim, 2)
-        if time_encoding is None and normalize_time is None:
+        if normalize_time is not None:
+            warnings.warn("TBDFSModel(normalize_time=...) is deprecated: use time_encoding="
+                          "'cos_sin' (True) or 'cos_sin_unscaled' (False)", DeprecationWarning,
+                          stacklevel=2)
+        elif time_encoding is None:
             time_encoding = DEFAULT_TIME_ENCODING
         time_encoding = resolve_time_encoding(time_encoding, normalize_time)
         if time_dim % 2 and time_encoding != "cos_phase":

@@ -217,7 +217,8 @@ def test_unscaled_time_encoding_is_recorded_and_old_kwargs_mean_scaled(tmp_path)
     from tbdfs_dgl import TBDFSModel
 
     kwargs = dict(node_dim=0, edge_dim=0, time_dim=8, hidden_dim=8)
-    model = TBDFSModel(**kwargs, normalize_time=False)
+    with pytest.warns(DeprecationWarning, match="time_encoding"):
+        model = TBDFSModel(**kwargs, normalize_time=False)
     dt = torch.tensor([0.0, 3.0], dtype=torch.float64)
     scaled = TBDFSModel(**kwargs, time_encoding="cos_sin")
     assert torch.allclose(model.time_encoder(dt), scaled.time_encoder(dt) * 2.0)

@@ -156,9 +156,11 @@ def test_older_forms_unchanged_and_normalize_alias():
     scaled, unscaled = TimeEncoder(8), TimeEncoder(8, encoding="cos_sin_unscaled")
     assert scaled.encoding == "cos_sin" and scaled.bias is None
     assert torch.allclose(unscaled(dt), scaled(dt) * 2.0)
-    assert TimeEncoder(8, normalize=False).encoding == "cos_sin_unscaled"
-    assert TimeEncoder(8, normalize=True, encoding="cos_sin").encoding == "cos_sin"
-    with pytest.raises(ValueError, match="disagrees"):
+    with pytest.warns(DeprecationWarning, match="encoding="):
+        assert TimeEncoder(8, normalize=False).encoding == "cos_sin_unscaled"
+    with pytest.warns(DeprecationWarning):
+        assert TimeEncoder(8, normalize=True, encoding="cos_sin").encoding == "cos_sin"
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="disagrees"):
         TimeEncoder(8, normalize=True, encoding="cos_phase")
     with pytest.raises(ValueError, match="time encoding must be one of"):
         TimeEncoder(8, encoding="sin")

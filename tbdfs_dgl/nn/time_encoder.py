@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 from typing import Callable, Optional, Tuple
 
@@ -390,8 +391,8 @@ class TimeEncoder(nn.Module):
         module has no parameter.  Modules that consume it then drop their time inputs
         altogether (see :attr:`effective_dim`).  Default: ``True``.
     normalize : bool, optional
-        Deprecated spelling of the form: ``True`` is ``'cos_sin'``, ``False``
-        ``'cos_sin_unscaled'``.  Only read when ``encoding`` is not given.
+        Deprecated spelling of the form (``DeprecationWarning``): ``True`` is
+        ``'cos_sin'``, ``False`` ``'cos_sin_unscaled'``.
     encoding : {'cos_sin', 'cos_sin_unscaled', 'cos_phase'}, optional
         The form above.  Default: ``'cos_sin'`` (or what ``normalize`` says).
 
@@ -407,6 +408,10 @@ class TimeEncoder(nn.Module):
     def __init__(self, time_dim: int, use_time: bool = True, normalize: Optional[bool] = None,
                  encoding: Optional[str] = None) -> None:
         super().__init__()
+        if normalize is not None:
+            warnings.warn("TimeEncoder(normalize=...) is deprecated: use encoding='cos_sin' "
+                          "(True) or 'cos_sin_unscaled' (False)", DeprecationWarning,
+                          stacklevel=2)
         encoding = resolve_time_encoding(encoding, normalize)
         even = encoding != "cos_phase"
         if (not isinstance(time_dim, int) or isinstance(time_dim, bool) or time_dim < 2
