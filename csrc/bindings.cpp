@@ -279,6 +279,31 @@ void time_encode_py(const CArray<double>& dt, const CArray<double>& weight, doub
   time_encode(dt.data(), n, weight.data(), d, static_cast<float>(scale), dst, num_threads);
 }
 
+void time_encode_phase_py(const CArray<double>& dt, const CArray<double>& weight,
+                          const CArray<float>& bias_cos, const CArray<float>& bias_sin,
+                          py::array_t<float, py::array::c_style> cos_out,
+                          py::array_t<float, py::array::c_style> sin_out, int num_threads) {
+  check_1d(dt, "dt");
+  check_1d(weight, "weight");
+  check_1d(bias_cos, "bias_cos");
+  check_1d(bias_sin, "bias_sin");
+  const int64_t n = dt.size(), d = weight.size();
+  if (bias_cos.size() != d || bias_sin.size() != d)
+    throw InputError("bias_cos and bias_sin must have the length of weight");
+  for (const auto* out : {&cos_out, &sin_out}) {
+    if (out->ndim() != 2 || out->shape(0) != n || out->shape(1) != d)
+      throw InputError("cos_out and sin_out must be float32 arrays of shape [" +
+                       std::to_string(n) + ", " + std::to_string(d) + "]");
+    if (!out->writeable()) throw InputError("cos_out and sin_out must be writeable");
+  }
+  if (num_threads < 1) throw InputError("num_threads must be >= 1");
+  float* c = cos_out.mutable_data();
+  float* s = sin_out.mutable_data();
+  py::gil_scoped_release release;
+  time_encode_phase(dt.data(), n, weight.data(), bias_cos.data(), bias_sin.data(), d, c, s,
+                    num_threads);
+}
+
 // Exact reduction of w * dt (same shapes, float64) for the torch path's large phases.
 py::tuple reduce_phases_py(const CArray<double>& w, const CArray<double>& dt) {
   check_1d(w, "w");
@@ -416,6 +441,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("time_encode", &time_encode_py, py::arg("dt"), py::arg("weight"), py::arg("scale"),
         py::arg("out").noconvert(), py::arg("num_threads") = 1,
         "Write scale * [cos(w dt), sin(w dt)] (interleaved) for every dt into out [n, 2d].");
+  m.def("time_encode_phase", &time_encode_phase_py, py::arg("dt"), py::arg("weight"),
+        py::arg("bias_cos"), py::arg("bias_sin"), py::arg("cos_out").noconvert(),
+        py::arg("sin_out").noconvert(), py::arg("num_threads") = 1,
+        "Write cos(w dt + b) into cos_out [n, d] and sin(w dt + b) into sin_out.");
   m.def("reduce_phases", &reduce_phases_py, py::arg("w"), py::arg("dt"),
         "Exact w * dt = quadrant * pi/2 + y (quadrant in 0..3, |y| <= pi/4), elementwise.");
   py::enum_<Strategy>(m, "Strategy",

@@ -71,6 +71,17 @@ inline void encode_block(double t, double t_hi, double t_lo, const double* __res
   }
 }
 
+// Where a row's (cos, sin) go.  Interleaved and scaled: out[i, 2k], out[i, 2k + 1] (the
+// cos/sin form).  Rotated (rot_cos != nullptr): the phase b_k added by a rotation,
+// out[i, k] = cos(w_k dt + b_k) and sin_out[i, k] = sin(w_k dt + b_k), from
+// rot_cos = cos(b), rot_sin = sin(b) (the cos-phase form; its backward needs the sine).
+struct Sink {
+  float* out;
+  float* sin_out;
+  const float* rot_cos;
+  const float* rot_sin;
+};
+
 // Rows [begin, end), vectorised per block of frequencies, each block in the cheapest way
 // its reach |dt| * max|w| allows: below 2^26 (the common case) the plain loop, below 2^29
 // the exact one, below 2^61 the wide reduction (time_encode_wide.h); phases beyond (or not
@@ -81,13 +92,12 @@ __attribute__((target_clones("avx512f", "avx2", "default")))
 void encode_rows(const double* __restrict dt, int64_t begin, int64_t end,
                  const double* __restrict w, const double* __restrict w_hi,
                  const double* __restrict w_lo, const double* __restrict block_max, int64_t d,
-                 float scale, float* __restrict out) {
+                 float scale, Sink sink) {
   float cos_buf[kBlock], sin_buf[kBlock], y_buf[kBlock];
   int32_t q_buf[kBlock];
   for (int64_t i = begin; i < end; ++i) {
     const double t = dt[i];
     const double t_hi = high_half(t), t_lo = t - t_hi;
-    float* __restrict row = out + i * 2 * d;
     for (int64_t k0 = 0; k0 < d; k0 += kBlock) {
       const int64_t m = d - k0 < kBlock ? d - k0 : kBlock;
       // NaN compares false: a NaN time or frequency takes the checked path.
@@ -111,18 +121,28 @@ void encode_rows(const double* __restrict dt, int64_t begin, int64_t end,
           }
         }
       }
-      for (int64_t j = 0; j < m; ++j) {
-        row[2 * (k0 + j)] = cos_buf[j];
-        row[2 * (k0 + j) + 1] = sin_buf[j];
+      if (sink.rot_cos != nullptr) {
+        float* __restrict c_row = sink.out + i * d + k0;
+        float* __restrict s_row = sink.sin_out + i * d + k0;
+        const float* __restrict rc = sink.rot_cos + k0;
+        const float* __restrict rs = sink.rot_sin + k0;
+        for (int64_t j = 0; j < m; ++j) {
+          c_row[j] = cos_buf[j] * rc[j] - sin_buf[j] * rs[j];
+          s_row[j] = sin_buf[j] * rc[j] + cos_buf[j] * rs[j];
+        }
+      } else {
+        float* __restrict row = sink.out + i * 2 * d;
+        for (int64_t j = 0; j < m; ++j) {
+          row[2 * (k0 + j)] = cos_buf[j];
+          row[2 * (k0 + j) + 1] = sin_buf[j];
+        }
       }
     }
   }
 }
 
-}  // namespace
-
-void time_encode(const double* dt, int64_t n, const double* w, int64_t d, float scale,
-                 float* out, int num_threads) {
+void encode(const double* dt, int64_t n, const double* w, int64_t d, float scale, Sink sink,
+            int num_threads) {
   // Splits of the frequencies, once per call (not per row).
   std::vector<double> split(2 * static_cast<size_t>(d > 0 ? d : 0));
   double* w_hi = split.data();
@@ -138,8 +158,21 @@ void time_encode(const double* dt, int64_t n, const double* w, int64_t d, float 
   // About 2d floats written per row: chunks of a few thousand rows amortise a wake-up.
   const int64_t min_chunk = d > 0 ? (1 << 16) / d + 1 : n + 1;
   parallel_for(n, num_threads, min_chunk, [&](int64_t begin, int64_t end) {
-    encode_rows(dt, begin, end, w, w_hi, w_lo, block_max.data(), d, scale, out);
+    encode_rows(dt, begin, end, w, w_hi, w_lo, block_max.data(), d, scale, sink);
   });
+}
+
+}  // namespace
+
+void time_encode(const double* dt, int64_t n, const double* w, int64_t d, float scale,
+                 float* out, int num_threads) {
+  encode(dt, n, w, d, scale, Sink{out, nullptr, nullptr, nullptr}, num_threads);
+}
+
+void time_encode_phase(const double* dt, int64_t n, const double* w, const float* bias_cos,
+                       const float* bias_sin, int64_t d, float* cos_out, float* sin_out,
+                       int num_threads) {
+  encode(dt, n, w, d, 1.0f, Sink{cos_out, sin_out, bias_cos, bias_sin}, num_threads);
 }
 
 void reduce_phases(const double* w, const double* dt, int64_t n, int64_t* quadrant, double* y) {

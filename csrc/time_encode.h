@@ -14,6 +14,13 @@ namespace tbdfs {
 void time_encode(const double* dt, int64_t n, const double* w, int64_t d, float scale,
                  float* out, int num_threads);
 
+// The cos-phase form, cos(w[k] * dt[i] + b[k]): the same exact (cos, sin) of w[k] * dt[i],
+// rotated by b[k] (bias_cos = cos(b), bias_sin = sin(b), float), into two planes [n, d]:
+// cos_out = cos(w dt + b) and sin_out = sin(w dt + b) (what its gradient needs).
+void time_encode_phase(const double* dt, int64_t n, const double* w, const float* bias_cos,
+                       const float* bias_sin, int64_t d, float* cos_out, float* sin_out,
+                       int num_threads);
+
 // The exact reduction alone, elementwise: w[i] * dt[i] = quadrant[i] * pi/2 + y[i] with
 // quadrant in 0..3 and |y| <= pi/4 (for the torch path's large phases).
 void reduce_phases(const double* w, const double* dt, int64_t n, int64_t* quadrant, double* y);

@@ -73,9 +73,12 @@ def add_model_arguments(m: Any) -> None:
         add_deprecated_flag(m, old, flag, dest, choices=["attn", "mean"])
     m.add_argument("--path-inputs", default="raw", choices=["raw", "bfs"])
     m.add_argument("--no-time", action="store_true", help="the paper's '-time' ablation")
+    m.add_argument("--time-encoding", default=None,
+                   choices=["cos_sin", "cos_sin_unscaled", "cos_phase"],
+                   help="form of the time encoding (TBDFSModel(time_encoding=...)); "
+                        "default: the model's (docs/learning_efficiency.md)")
     m.add_argument("--unscaled-time", action="store_true",
-                   help="time encoding without the sqrt(1/d) factor (learns faster early; "
-                        "docs/learning_efficiency.md)")
+                   help="same as --time-encoding cos_sin_unscaled")
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -109,7 +112,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="torch.compile the model (batches padded to fixed shapes)")
     t.add_argument("--amp", choices=["bf16"], default=None,
                    help="autocast the model's matrix products to bfloat16")
-    t.add_argument("--train-negatives", choices=["all", "active"], default="all",
+    t.add_argument("--train-negatives", choices=["all", "active"], default="active",
                    help="training negatives among all training destinations (TGAT) or only "
                         "those active before the batch (docs/learning_efficiency.md)")
     t.add_argument("--max-batches", type=int, default=None,
@@ -174,7 +177,17 @@ def model_kwargs(args: argparse.Namespace, data: TemporalDataset, alpha: Any) ->
                 across_paths_agg=args.across_paths_agg, path_inputs=args.path_inputs,
                 use_time=not args.no_time, num_nodes=data.num_nodes,
                 node_embedding_dim=args.node_embedding_dim,
-                normalize_time=not args.unscaled_time)
+                time_encoding=time_encoding(args))
+
+
+def time_encoding(args: argparse.Namespace) -> Any:
+    """``--time-encoding``, or its older spelling ``--unscaled-time`` (None: the default)."""
+    if args.unscaled_time:
+        if args.time_encoding not in (None, "cos_sin_unscaled"):
+            raise SystemExit(f"error: --unscaled-time contradicts --time-encoding "
+                             f"{args.time_encoding}")
+        return "cos_sin_unscaled"
+    return args.time_encoding
 
 
 def with_zero_features(data: TemporalDataset, width: int) -> TemporalDataset:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union
 
 import torch
@@ -10,6 +11,7 @@ from torch import nn
 from ._deprecation import FEAT_RENAMES, deprecated_alias, renamed_kwargs
 from .explain import PathAttention, explain
 from .nn import LinkScorer, PathAggregator, PathEncoder, TemporalAttentionConv, TimeEncoder
+from .nn.time_encoder import resolve_time_encoding
 
 if TYPE_CHECKING:
     from .batch import TemporalBatch
@@ -17,6 +19,9 @@ if TYPE_CHECKING:
 __all__ = ["TBDFSModel"]
 
 PATH_INPUTS = ("raw", "bfs")
+# The time-encoding form of new models (docs/learning_efficiency.md); checkpoints record
+# theirs, and those recording none are release 0.1's 'cos_sin'.
+DEFAULT_TIME_ENCODING = "cos_phase"
 AGG_MODES = ("attn", "mean")
 
 #: Constructor arguments renamed in release 0.2 (old name -> new name); the old names still
@@ -95,10 +100,15 @@ class TBDFSModel(nn.Module):
         If ``> 0``, a learnable ``nn.Embedding(num_nodes, node_embedding_dim)`` is
         concatenated to the node features (transductive).  Default: 0.
     normalize_time : bool, optional
-        Scale the time encoding by :math:`\sqrt{1/d}` (``True``, release 0.1's model) or
-        not (``False``, entries in ``[-1, 1]``: learns faster early, see
-        :class:`~tbdfs_dgl.nn.TimeEncoder`).  Recorded in checkpoints with the other
-        arguments; checkpoints without it are release-0.1 models (``True``).
+        Deprecated spelling of ``time_encoding`` (``DeprecationWarning``): ``True`` is
+        ``'cos_sin'``, ``False`` ``'cos_sin_unscaled'``.
+    time_encoding : {'cos_sin', 'cos_sin_unscaled', 'cos_phase'}, optional
+        Form of the time encoding (:class:`~tbdfs_dgl.nn.TimeEncoder`): release 0.1's
+        ``'cos_sin'`` (scaled cos/sin pairs), the same unscaled, or DyGLib's
+        ``cos(w·Δt + b)`` (``'cos_phase'``, which learned fastest early on CollegeMsg,
+        ``docs/learning_efficiency.md``).  Default ``'cos_phase'`` (or what
+        ``normalize_time`` says); release 0.1 had ``'cos_sin'``.  Recorded in checkpoints
+        with the other arguments; checkpoints without either are release-0.1 models.
     """
 
     #: Deprecated attribute names (release 0.1), forwarding with a warning.
@@ -122,13 +132,21 @@ class TBDFSModel(nn.Module):
         use_time: bool = True,
         num_nodes: Optional[int] = None,
         node_embedding_dim: int = 0,
-        normalize_time: bool = True,
+        normalize_time: Optional[bool] = None,
+        time_encoding: Optional[str] = None,
     ) -> None:
         super().__init__()
         _check_dim("node_dim", node_dim, 0)
         _check_dim("edge_dim", edge_dim, 0)
         _check_dim("time_dim", time_dim, 2)
-        if time_dim % 2:
+        if normalize_time is not None:
+            warnings.warn("TBDFSModel(normalize_time=...) is deprecated: use time_encoding="
+                          "'cos_sin' (True) or 'cos_sin_unscaled' (False)", DeprecationWarning,
+                          stacklevel=2)
+        elif time_encoding is None:
+            time_encoding = DEFAULT_TIME_ENCODING
+        time_encoding = resolve_time_encoding(time_encoding, normalize_time)
+        if time_dim % 2 and time_encoding != "cos_phase":
             raise ValueError(f"time_dim must be even (cos/sin pairs), got {time_dim}")
         _check_dim("hidden_dim", hidden_dim, 1)
         _check_dim("num_layers", num_layers, 1)
@@ -169,9 +187,10 @@ class TBDFSModel(nn.Module):
         self.use_time = bool(use_time)
         self.num_nodes = num_nodes
         self.node_embedding_dim = int(node_embedding_dim)
-        self.normalize_time = bool(normalize_time)
+        self.time_encoding = time_encoding
+        self.normalize_time = time_encoding == "cos_sin"
 
-        self.time_encoder = TimeEncoder(time_dim, use_time=use_time, normalize=normalize_time)
+        self.time_encoder = TimeEncoder(time_dim, use_time=use_time, encoding=time_encoding)
         self.node_embedding = (nn.Embedding(num_nodes, node_embedding_dim)
                                if node_embedding_dim > 0 else None)
         node_in = node_dim + node_embedding_dim
@@ -434,4 +453,4 @@ class TBDFSModel(nn.Module):
     def extra_repr(self) -> str:
         return (f"alpha={self.alpha!r}, within_path_agg={self.within_path_agg!r}, "
                 f"across_paths_agg={self.across_paths_agg!r}, path_inputs={self.path_inputs!r}, "
-                f"use_time={self.use_time}, normalize_time={self.normalize_time}")
+                f"use_time={self.use_time}, time_encoding={self.time_encoding!r}")

@@ -30,12 +30,16 @@ VARIANTS = [
     {"node_dim": 0, "edge_dim": 0},
     {"num_nodes": NUM_NODES, "node_embedding_dim": 3},
     {"num_heads": 1},
+    {"time_encoding": "cos_phase"},
+    {"time_encoding": "cos_phase", "alpha": 1.0},
+    {"time_encoding": "cos_sin_unscaled"},
 ]
 
 
 def build(seed=0, **kw):
+    # release 0.1's formulation unless a variant says otherwise (the reference is 0.1's)
     args = dict(node_dim=NODE_DIM, edge_dim=EDGE_DIM, time_dim=8, hidden_dim=12,
-                num_heads=2, dropout=0.0)
+                num_heads=2, dropout=0.0, time_encoding="cos_sin")
     args.update(kw)
     torch.manual_seed(seed)
     return TBDFSModel(**args).eval()

@@ -273,7 +273,9 @@ def test_roots_without_history_and_batch_of_one():
 
 def test_constructor_and_input_validation():
     good = dict(node_dim=2, edge_dim=2, time_dim=4, hidden_dim=4)
-    bad = [dict(hidden_dim=5, num_heads=2), dict(time_dim=5), dict(time_dim=0),
+    bad = [dict(hidden_dim=5, num_heads=2), dict(time_dim=5, time_encoding="cos_sin"),
+           dict(time_dim=0), dict(time_encoding="sin"),
+           dict(normalize_time=True, time_encoding="cos_phase"),
            dict(node_dim=-1), dict(alpha=1.5), dict(alpha="auto"), dict(alpha=True),
            dict(within_path_agg="max"), dict(across_paths_agg="sum"), dict(path_inputs="x"),
            dict(num_layers=0), dict(dropout=1.0), dict(node_embedding_dim=3),

@@ -80,7 +80,10 @@ def model_kwargs(budget: Budget, data: TemporalDataset, variant_kwargs: Dict[str
         node_dim=data.node_dim, edge_dim=data.edge_dim, time_dim=budget.time_dim,
         hidden_dim=budget.hidden_dim, num_layers=len(budget.fanouts), num_heads=budget.num_heads,
         dropout=budget.dropout, alpha=0.5, within_path_agg="attn", across_paths_agg="attn",
-        path_inputs="raw", use_time=True, num_nodes=data.num_nodes, node_embedding_dim=0)
+        path_inputs="raw", use_time=True, num_nodes=data.num_nodes, node_embedding_dim=0,
+        # The reports were made with release 0.1's formulation (issue 14 changed the
+        # defaults): kept until they are rerun.
+        time_encoding="cos_sin")
     kw.update(variant_kwargs)
     return kw
 
@@ -91,7 +94,8 @@ def train_config(budget: Budget, seed: int) -> TrainConfig:
                        max_batches=budget.max_batches, train_batches=budget.train_batches,
                        val_events=budget.val_events, test_events=budget.test_events,
                        eval_negatives=budget.eval_negatives,
-                       eval_candidates=budget.eval_candidates, save_dir=None, progress=False)
+                       eval_candidates=budget.eval_candidates, save_dir=None, progress=False,
+                       train_negatives="all")
 
 
 _CODE: Optional[Dict[str, Any]] = None

@@ -78,6 +78,9 @@ def save_checkpoint(path: str, model: torch.nn.Module, model_kwargs: Dict[str, A
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     _remove_stale_temps(directory)
+    encoding = getattr(model, "time_encoding", None)
+    if encoding is not None:  # the formulation itself, whatever the default when loaded
+        model_kwargs = dict(model_kwargs, time_encoding=encoding)
     payload = {"model_kwargs": model_kwargs,
                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                "extra": extra or {}}
@@ -161,15 +164,30 @@ def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Modu
     FileNotFoundError
         If there is no file at ``path``.
     ValueError
-        If the file is empty, truncated, corrupted (checksum mismatch) or not a checkpoint.
+        If the file is empty, truncated, corrupted (checksum mismatch) or not a checkpoint,
+        or its weights do not fit the model its arguments describe (the message says how
+        to load it with another time encoding).
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
     payload = _read_checkpoint(path, map_location)
     from .._deprecation import upgrade_kwargs
     from ..model import RENAMED_KWARGS, TBDFSModel  # after the checks: reading needs no DGL
+    from ..nn.time_encoder import resolve_time_encoding
 
     # Checkpoints saved before release 0.2 use the old argument names: upgraded silently.
-    model = TBDFSModel(**upgrade_kwargs(payload["model_kwargs"], RENAMED_KWARGS))
-    model.load_state_dict(payload["state_dict"])
+    kwargs = upgrade_kwargs(payload["model_kwargs"], RENAMED_KWARGS)
+    # Saved before the choice existed: release 0.1's form, or its deprecated spelling.
+    kwargs["time_encoding"] = resolve_time_encoding(kwargs.get("time_encoding"),
+                                                    kwargs.pop("normalize_time", None))
+    model = TBDFSModel(**kwargs)
+    try:
+        model.load_state_dict(payload["state_dict"])
+    except RuntimeError as err:
+        raise ValueError(
+            f"{path}: its weights do not fit the model its arguments describe (time "
+            f"encoding {model.time_encoding!r}): {err}. If it was written by a version that "
+            "saved no or another time encoding, load it with the form it was trained with: "
+            "rebuild TBDFSModel(**model_kwargs, time_encoding=...) and load its "
+            "state_dict") from err
     return model, payload.get("extra", {})

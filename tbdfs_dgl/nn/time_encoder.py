@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 from typing import Callable, Optional, Tuple
 
@@ -11,7 +12,8 @@ from torch import nn
 
 from ._native import native
 
-__all__ = ["TimeEncoder", "TimeEncodingRangeError", "reduce_phase"]
+__all__ = ["TIME_ENCODINGS", "TimeEncoder", "TimeEncodingRangeError", "reduce_phase",
+           "resolve_time_encoding"]
 
 # pi/2 = _C1 + _C2 + _C3 (csrc/phase_reduce.h): _C1 and _C2 have 23 significant bits, so
 # q * _C1 and q * _C2 are exact for |q| < 2^30 and the reduction below is exact but for
@@ -165,6 +167,22 @@ def _reduced_phase(dt: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return reduced.to(torch.float32)
 
 
+def _exact_pairs(dt: torch.Tensor, weight: torch.Tensor, scale: float) -> torch.Tensor:
+    """``scale·(cos, sin)(w·Δt)`` as float32 ``[*dt.shape, d, 2]``, exact for any phase: the C++
+    kernel on the CPU, else the torch reduction below (no autograd)."""
+    kernel = native("time_encode") if dt.device.type == "cpu" else None
+    if kernel is not None:
+        return _encode_native(kernel, dt, weight, scale)
+    # Δt reaches 1e8 s while w reaches 1e-9, and Δt·w can be huge (nanosecond gaps):
+    # the phase is reduced modulo 2π in float64 and only the reduced angle is cast down.
+    phase = _reduced_phase(dt, weight.detach().to(torch.float64))
+    out = torch.empty(*phase.shape, 2, dtype=torch.float32, device=dt.device)
+    torch.cos(phase, out=out[..., 0])
+    torch.sin(phase, out=out[..., 1])
+    del phase
+    return out.mul_(scale) if scale != 1.0 else out
+
+
 class _CosSin(torch.autograd.Function):
     """``scale·[cos(w·Δt), sin(w·Δt)]`` (interleaved), phase in float64, result float32.
 
@@ -179,19 +197,7 @@ class _CosSin(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, dt: torch.Tensor, weight: torch.Tensor, scale: float) -> torch.Tensor:
-        kernel = native("time_encode") if dt.device.type == "cpu" else None
-        if kernel is not None:
-            out = _encode_native(kernel, dt, weight, scale)
-            ctx.save_for_backward(dt, out)
-            return out.flatten(-2)
-        # Δt reaches 1e8 s while w reaches 1e-9, and Δt·w can be huge (nanosecond gaps):
-        # the phase is reduced modulo 2π in float64 and only the reduced angle is cast down.
-        phase = _reduced_phase(dt, weight.to(torch.float64))
-        out = torch.empty(*phase.shape, 2, dtype=torch.float32, device=dt.device)
-        torch.cos(phase, out=out[..., 0])
-        torch.sin(phase, out=out[..., 1])
-        del phase
-        out.mul_(scale)
+        out = _exact_pairs(dt, weight, scale)
         ctx.save_for_backward(dt, out)
         return out.flatten(-2)
 
@@ -228,6 +234,27 @@ def _compiling() -> bool:
     return bool(check())
 
 
+def _fixed_pairs(dt: torch.Tensor, weight: torch.Tensor,
+                 scale: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``scale·(cos, sin)(w·Δt)`` (float32 ``[*dt.shape, d, 2]``) in a fixed sequence of
+    elementwise ops, exact for phases under :data:`DEVICE_PHASE_LIMIT`; and the device flag
+    saying whether any phase reached it (no autograd)."""
+    w = weight.detach().to(torch.float64)
+    p = dt.unsqueeze(-1) * w
+    # Two-product: p + err is the exact w·Δt (the halves' products are exact).
+    w_hi = _high_half(w.contiguous())
+    dt_hi = _high_half(dt.contiguous()).unsqueeze(-1)
+    w_lo, dt_lo = w - w_hi, dt.unsqueeze(-1) - dt_hi
+    err = ((dt_hi * w_hi - p) + dt_lo * w_hi + dt_hi * w_lo) + dt_lo * w_lo
+    q = torch.round(p * (2.0 / math.pi))
+    y = ((p - q * _C1) - q * _C2) - q * _C3 + err
+    # y + quadrant·π/2 with the quadrant in {-1, 0, 1, 2}: within [-3π/4, 5π/4].
+    phase = (y + (torch.remainder(q + 1, 4) - 1) * (math.pi / 2)).to(torch.float32)
+    out = torch.stack([torch.cos(phase), torch.sin(phase)], dim=-1) * scale
+    overflow = ~(p.abs() < DEVICE_PHASE_LIMIT).all()  # NaN counts as overflow
+    return out, overflow
+
+
 class _CosSinFixed(torch.autograd.Function):
     """``_CosSin`` for CUDA and ``torch.compile``: the same exact reduction for phases under
     :data:`DEVICE_PHASE_LIMIT`, in a fixed sequence of elementwise ops — no data-dependent
@@ -237,19 +264,7 @@ class _CosSinFixed(torch.autograd.Function):
     @staticmethod
     def forward(ctx, dt: torch.Tensor, weight: torch.Tensor,
                 scale: float) -> Tuple[torch.Tensor, torch.Tensor]:
-        w = weight.detach().to(torch.float64)
-        p = dt.unsqueeze(-1) * w
-        # Two-product: p + err is the exact w·Δt (the halves' products are exact).
-        w_hi = _high_half(w.contiguous())
-        dt_hi = _high_half(dt.contiguous()).unsqueeze(-1)
-        w_lo, dt_lo = w - w_hi, dt.unsqueeze(-1) - dt_hi
-        err = ((dt_hi * w_hi - p) + dt_lo * w_hi + dt_hi * w_lo) + dt_lo * w_lo
-        q = torch.round(p * (2.0 / math.pi))
-        y = ((p - q * _C1) - q * _C2) - q * _C3 + err
-        # y + quadrant·π/2 with the quadrant in {-1, 0, 1, 2}: within [-3π/4, 5π/4].
-        phase = (y + (torch.remainder(q + 1, 4) - 1) * (math.pi / 2)).to(torch.float32)
-        out = torch.stack([torch.cos(phase), torch.sin(phase)], dim=-1) * scale
-        overflow = ~(p.abs() < DEVICE_PHASE_LIMIT).all()  # NaN counts as overflow
+        out, overflow = _fixed_pairs(dt, weight, scale)
         ctx.save_for_backward(dt, out)
         ctx.mark_non_differentiable(overflow)
         return out.flatten(-2), overflow
@@ -261,50 +276,161 @@ class _CosSinFixed(torch.autograd.Function):
         return None, _weight_grad(dt, out, grad_out), None
 
 
+def _rotate(pairs: torch.Tensor, bias: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(cos, sin)(θ + b)`` (two float32 ``[*S, d]``) from the pairs ``(cos, sin)(θ)``
+    ``[*S, d, 2]``, with ``cos b``, ``sin b`` from float64."""
+    b = bias.detach().to(torch.float64)
+    cos_b, sin_b = torch.cos(b).to(torch.float32), torch.sin(b).to(torch.float32)
+    cos_t, sin_t = pairs.unbind(-1)
+    return cos_t * cos_b - sin_t * sin_b, sin_t * cos_b + cos_t * sin_b
+
+
+def _encode_phase_native(kernel: Callable[..., None], dt: torch.Tensor, weight: torch.Tensor,
+                         bias: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_rotate` of :func:`_exact_pairs` in one pass of the C++ kernel (CPU): the
+    rotation is done where the pair is computed, so no ``[*S, d, 2]`` pair is stored."""
+    d = weight.shape[0]
+    flat = dt.detach().reshape(-1).contiguous()
+    b = bias.detach().to(torch.float64)
+    cos_out = torch.empty(flat.shape[0], d, dtype=torch.float32)
+    sin_out = torch.empty(flat.shape[0], d, dtype=torch.float32)
+    kernel(flat.numpy(), weight.detach().to(torch.float64).contiguous().numpy(),
+           torch.cos(b).to(torch.float32).numpy(), torch.sin(b).to(torch.float32).numpy(),
+           cos_out.numpy(), sin_out.numpy(), torch.get_num_threads())
+    return cos_out.view(*dt.shape, d), sin_out.view(*dt.shape, d)
+
+
+class _CosPhase(torch.autograd.Function):
+    r"""``cos(w·Δt + b)`` (DyGLib's / TGAT's official form), float32, exact like
+    :class:`_CosSin`: the exactly reduced pair ``(cos, sin)(w·Δt)`` (the C++ kernel or
+    :func:`_exact_pairs` on the CPU, any phase; :func:`_fixed_pairs` when ``fixed``: GPU /
+    compiled, phases under :data:`DEVICE_PHASE_LIMIT`) is rotated by the phase ``b``:
+    :math:`\cos(θ + b) = \cos θ \cos b - \sin θ \sin b` (``cos b``, ``sin b`` from float64),
+    within a few float32 ulps of 1 of the exact value.  Backward uses
+    :math:`\sin(θ + b)` from the same pair: ``d/db = -sin(w·Δt + b)``, ``d/dw = Δt·d/db``.
+    Returns the encoding and the out-of-range flag (always ``False`` unless ``fixed``)."""
+
+    @staticmethod
+    def forward(ctx, dt: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                fixed: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        kernel = native("time_encode_phase") if dt.device.type == "cpu" else None
+        if fixed:
+            pairs, overflow = _fixed_pairs(dt, weight, 1.0)
+            out, sin_out = _rotate(pairs, bias)
+        else:
+            overflow = torch.zeros((), dtype=torch.bool, device=dt.device)
+            if kernel is not None:
+                out, sin_out = _encode_phase_native(kernel, dt, weight, bias)
+            else:
+                out, sin_out = _rotate(_exact_pairs(dt, weight, 1.0), bias)
+        ctx.save_for_backward(dt, sin_out)
+        ctx.mark_non_differentiable(overflow)
+        return out, overflow
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor, _grad_flag: Optional[torch.Tensor]
+                 ) -> Tuple[None, torch.Tensor, torch.Tensor, None]:
+        dt, sin_out = ctx.saved_tensors
+        d = sin_out.shape[-1]
+        grad_phase = (grad_out * sin_out).neg_().reshape(-1, d)
+        dt32 = dt.to(torch.float32).reshape(-1)
+        return None, dt32 @ grad_phase, grad_phase.sum(0), None
+
+
+TIME_ENCODINGS = ("cos_sin", "cos_sin_unscaled", "cos_phase")
+
+
+def resolve_time_encoding(encoding: Optional[str], normalize: Optional[bool]) -> str:
+    """The encoding form from ``encoding`` or its older spelling ``normalize`` (``True``:
+    ``'cos_sin'``, ``False``: ``'cos_sin_unscaled'``); ``'cos_sin'`` when neither is given.
+
+    Raises
+    ------
+    ValueError
+        On an unknown form, or when both are given and disagree.
+    """
+    by_flag = None if normalize is None else ("cos_sin" if normalize else "cos_sin_unscaled")
+    if encoding is None:
+        return by_flag or "cos_sin"
+    if encoding not in TIME_ENCODINGS:
+        raise ValueError(f"time encoding must be one of {TIME_ENCODINGS}, got {encoding!r}")
+    if by_flag is not None and by_flag != encoding:
+        raise ValueError(f"normalize={normalize} (encoding {by_flag!r}) disagrees with "
+                         f"encoding={encoding!r}: give only one of them")
+    return encoding
+
+
 class TimeEncoder(nn.Module):
-    r"""Learnable harmonic time encoding.
+    r"""Learnable harmonic time encoding, in one of three forms (``encoding``).
+
+    ``'cos_sin'`` (release 0.1), with ``d = time_dim // 2`` frequencies:
 
     .. math::
         \Phi(\Delta t) = \sqrt{1/d}\,[\cos(w_1\Delta t), \sin(w_1\Delta t), \ldots,
         \cos(w_d\Delta t), \sin(w_d\Delta t)]
 
-    with ``d = time_dim // 2`` learnable frequencies initialised like TGAT,
-    :math:`w_k = 10^{-9 (k-1)/(d-1)}`.
+    ``'cos_sin_unscaled'``: the same without :math:`\sqrt{1/d}` (entries in ``[-1, 1]``).
+
+    ``'cos_phase'`` (DyGLib's TGAT and TGAT's official code), with ``d = time_dim``
+    frequencies and a learnable phase :math:`b` (initialised to 0):
+
+    .. math::
+        \Phi(\Delta t) = [\cos(w_1\Delta t + b_1), \ldots, \cos(w_d\Delta t + b_d)]
+
+    Frequencies are initialised like TGAT, :math:`w_k = 10^{-9 (k-1)/(d-1)}`.  On
+    CollegeMsg the unscaled forms learned several times faster in the first steps than
+    ``'cos_sin'``, and ``'cos_phase'`` fastest (``docs/learning_efficiency.md``).
 
     Parameters
     ----------
     time_dim : int
-        Output width (even, ``>= 2``); it holds ``time_dim // 2`` cosine/sine pairs.
+        Output width (``>= 2``; even for the cos/sin forms, which hold ``time_dim // 2``
+        pairs).
     use_time : bool, optional
         If ``False`` the encoding is identically zero (the paper's "−time" ablation) and the
         module has no parameter.  Modules that consume it then drop their time inputs
         altogether (see :attr:`effective_dim`).  Default: ``True``.
     normalize : bool, optional
-        ``True``: the factor :math:`\sqrt{1/d}` above (unit norm; release 0.1's encoding).
-        ``False``: no factor, entries in ``[-1, 1]`` as in DyGLib's TGAT; on CollegeMsg it
-        learned several times faster in the first 160 steps (``docs/learning_efficiency.md``).
-        Default: ``True``.
+        Deprecated spelling of the form (``DeprecationWarning``): ``True`` is
+        ``'cos_sin'``, ``False`` ``'cos_sin_unscaled'``.
+    encoding : {'cos_sin', 'cos_sin_unscaled', 'cos_phase'}, optional
+        The form above.  Default: ``'cos_sin'`` (or what ``normalize`` says).
 
     Notes
     -----
     The phase ``w·Δt`` is the exact product, reduced exactly (:func:`reduce_phase`), so
     the float32 result is right to float32 precision for any finite float64 ``Δt`` (NaN
-    only where ``w·Δt`` overflows float64).  The C++ kernel (CPU) and the torch path (GPU,
-    or without the extension) agree to a few float32 ulps.
+    only where ``w·Δt`` overflows float64); ``'cos_phase'`` adds :math:`b` to the reduced
+    phase by a rotation (a few float32 ulps of 1).  The C++ kernel (CPU) and the torch path
+    (GPU, or without the extension) agree to a few float32 ulps.
     """
 
-    def __init__(self, time_dim: int, use_time: bool = True, normalize: bool = True) -> None:
+    def __init__(self, time_dim: int, use_time: bool = True, normalize: Optional[bool] = None,
+                 encoding: Optional[str] = None) -> None:
         super().__init__()
-        if not isinstance(time_dim, int) or time_dim < 2 or time_dim % 2:
-            raise ValueError(f"time_dim must be an even integer >= 2, got {time_dim!r}")
+        if normalize is not None:
+            warnings.warn("TimeEncoder(normalize=...) is deprecated: use encoding='cos_sin' "
+                          "(True) or 'cos_sin_unscaled' (False)", DeprecationWarning,
+                          stacklevel=2)
+        encoding = resolve_time_encoding(encoding, normalize)
+        even = encoding != "cos_phase"
+        if (not isinstance(time_dim, int) or isinstance(time_dim, bool) or time_dim < 2
+                or (even and time_dim % 2)):
+            kind = "an even integer" if even else "an integer"
+            raise ValueError(f"time_dim must be {kind} >= 2 for encoding={encoding!r}, "
+                             f"got {time_dim!r}")
         self.time_dim = time_dim
         self.use_time = bool(use_time)
-        self.normalize = bool(normalize)
-        self.num_freqs = time_dim // 2
+        self.encoding = encoding
+        self.num_freqs = time_dim if encoding == "cos_phase" else time_dim // 2
         if self.use_time:
             self.weight = nn.Parameter(torch.empty(self.num_freqs))
         else:
             self.register_parameter("weight", None)
+        if self.use_time and encoding == "cos_phase":
+            self.bias = nn.Parameter(torch.zeros(self.num_freqs))
+        else:
+            self.register_parameter("bias", None)
         # Set where the fixed-cost (GPU / compiled) encoding met a phase it cannot reduce
         # exactly; not saved with the model.  See check_range().
         self.register_buffer("range_exceeded", torch.zeros((), dtype=torch.bool),
@@ -312,16 +438,24 @@ class TimeEncoder(nn.Module):
         self.reset_parameters()
 
     @property
+    def normalize(self) -> bool:
+        r"""Whether the output is scaled by :math:`\sqrt{1/d}` (only ``'cos_sin'``)."""
+        return self.encoding == "cos_sin"
+
+    @property
     def effective_dim(self) -> int:
         """Width that carries information: ``time_dim``, or 0 when ``use_time=False``."""
         return self.time_dim if self.use_time else 0
 
     def reset_parameters(self) -> None:
-        """Reinitialise the frequencies to ``1 / 10**linspace(0, 9, d)`` (TGAT)."""
+        """Reinitialise the frequencies to ``1 / 10**linspace(0, 9, d)`` (TGAT) and the
+        phases (``'cos_phase'``) to 0."""
         if self.weight is not None:
             with torch.no_grad():
                 freqs = 1.0 / 10 ** np.linspace(0, 9, self.num_freqs, dtype=np.float64)
                 self.weight.copy_(torch.from_numpy(freqs))
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
 
     def forward(self, dt: torch.Tensor) -> torch.Tensor:
         """Encode time gaps.
@@ -339,11 +473,16 @@ class TimeEncoder(nn.Module):
         if not self.use_time:
             return torch.zeros(*dt.shape, self.time_dim, device=dt.device)
         dt = dt.to(torch.float64)
-        scale = math.sqrt(1.0 / self.num_freqs) if self.normalize else 1.0
-        if dt.device.type == "cpu" and not _compiling():
-            return _CosSin.apply(dt, self.weight, scale)  # exact for any phase
-        out, exceeded = _CosSinFixed.apply(dt, self.weight, scale)
-        self.range_exceeded.logical_or_(exceeded)
+        exact = dt.device.type == "cpu" and not _compiling()  # exact for any phase
+        if self.encoding == "cos_phase":
+            out, exceeded = _CosPhase.apply(dt, self.weight, self.bias, not exact)
+        else:
+            scale = math.sqrt(1.0 / self.num_freqs) if self.encoding == "cos_sin" else 1.0
+            if exact:
+                return _CosSin.apply(dt, self.weight, scale)
+            out, exceeded = _CosSinFixed.apply(dt, self.weight, scale)
+        if not exact:
+            self.range_exceeded.logical_or_(exceeded)
         return out
 
     def check_range(self) -> None:
@@ -363,4 +502,4 @@ class TimeEncoder(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"time_dim={self.time_dim}, use_time={self.use_time}, "
-                f"normalize={self.normalize}")
+                f"encoding={self.encoding!r}")
