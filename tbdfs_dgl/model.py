@@ -142,7 +142,7 @@ class TBDFSModel(nn.Module):
         if normalize_time is not None:
             warnings.warn("TBDFSModel(normalize_time=...) is deprecated: use time_encoding="
                           "'cos_sin' (True) or 'cos_sin_unscaled' (False)", DeprecationWarning,
-                          stacklevel=2)
+                          stacklevel=3)  # the caller, past the renamed_kwargs wrapper
         elif time_encoding is None:
             time_encoding = DEFAULT_TIME_ENCODING
         time_encoding = resolve_time_encoding(time_encoding, normalize_time)
