@@ -78,8 +78,9 @@ std::vector<T> copy_vec(const CArray<T>& a, const char* name) {
   return std::vector<T>(a.data(), a.data() + a.size());
 }
 
-std::shared_ptr<TCSR> build(const CArray<int64_t>& src, const CArray<int64_t>& dst,
-                            const CArray<double>& ts, int64_t num_nodes, bool directed) {
+// Interactions as three 1-D arrays of one length (building a CSR, appending to one).
+void check_edge_arrays(const CArray<int64_t>& src, const CArray<int64_t>& dst,
+                       const CArray<double>& ts) {
   check_1d(src, "src");
   check_1d(dst, "dst");
   check_1d(ts, "ts");
@@ -87,6 +88,11 @@ std::shared_ptr<TCSR> build(const CArray<int64_t>& src, const CArray<int64_t>& d
     throw InputError("src, dst and ts must have the same length, got " +
                      std::to_string(src.size()) + ", " + std::to_string(dst.size()) + " and " +
                      std::to_string(ts.size()));
+}
+
+std::shared_ptr<TCSR> build(const CArray<int64_t>& src, const CArray<int64_t>& dst,
+                            const CArray<double>& ts, int64_t num_nodes, bool directed) {
+  check_edge_arrays(src, dst, ts);
   py::gil_scoped_release release;
   return std::make_shared<TCSR>(
       build_tcsr(src.data(), dst.data(), ts.data(), src.size(), num_nodes, directed));
@@ -326,13 +332,7 @@ py::tuple reduce_phases_py(const CArray<double>& w, const CArray<double>& dt) {
 
 void append_rows(TCSR& g, const CArray<int64_t>& src, const CArray<int64_t>& dst,
                  const CArray<double>& ts) {
-  check_1d(src, "src");
-  check_1d(dst, "dst");
-  check_1d(ts, "ts");
-  if (src.size() != dst.size() || src.size() != ts.size())
-    throw InputError("src, dst and ts must have the same length, got " +
-                     std::to_string(src.size()) + ", " + std::to_string(dst.size()) + " and " +
-                     std::to_string(ts.size()));
+  check_edge_arrays(src, dst, ts);
   // Small chunks keep the GIL: releasing and retaking it costs more than they do.
   std::unique_ptr<py::gil_scoped_release> release;
   if (src.size() >= 1024) release = std::make_unique<py::gil_scoped_release>();
