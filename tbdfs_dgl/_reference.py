@@ -39,9 +39,9 @@ def reference_forward(model, batch, node_feat: Optional[torch.Tensor] = None,
     if model.edge_dim:
         eids = paths.eids.masked_fill(~paths.mask, 0)
         edge = edge_feat[eids].float()
-    hidden = model.path_encoder(paths, feat, query, batch.root_times, edge, project=False)
+    hidden = model.path_encoder._encode_slots(paths, feat, query, batch.root_times, edge, False)
     path_mask = paths.mask.any(dim=-1)
-    h_dfs = model.path_aggregator(hidden, h_bfs, path_mask, path_proj=model.path_encoder.fc2)
+    h_dfs = model.path_aggregator._aggregate(hidden, h_bfs, path_mask, model.path_encoder.fc2)
     has_path = path_mask.any(dim=1, keepdim=True)
     h_dfs = torch.where(has_path, h_dfs, h_bfs)
     if model.gate is not None:

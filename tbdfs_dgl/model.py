@@ -377,12 +377,13 @@ class TBDFSModel(nn.Module):
             # is a source of layers[L-1] (the roots lead every layer's sources).
             feat, query = [hs[L - 1 - h] for h in range(L)], hs[L - 1][:B]
         edge = xs if self.edge_dim else None
-        # The encoder stops before its last linear map (project=False); the aggregator
-        # applies it once per root instead of once per path (the same result).
-        path_hidden, path_mask = self.path_encoder.encode_tree(
-            batch.layers, feat, query, batch.root_times, edge, project=False)
-        h_dfs = self.path_aggregator(path_hidden, hs[-1], path_mask,
-                                     path_proj=self.path_encoder.fc2, get_attention=get_attention)
+        # The model owns both path modules: the encoder stops before its last linear map
+        # (project=False) and the aggregator applies it once per root instead of once per
+        # path (the same result).
+        path_hidden, path_mask = self.path_encoder._encode_tree(
+            batch.layers, feat, query, batch.root_times, edge, False)
+        h_dfs = self.path_aggregator._aggregate(path_hidden, hs[-1], path_mask,
+                                                self.path_encoder.fc2, get_attention)
         if get_attention:  # (h_dfs, has_path, (weights [B, P, H], path mask [B, P]))
             return h_dfs[0], path_mask.any(dim=1, keepdim=True), (h_dfs[1], path_mask)
         return h_dfs, path_mask.any(dim=1, keepdim=True)

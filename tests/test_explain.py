@@ -37,7 +37,7 @@ def test_weights_sum_to_one_and_are_those_the_forward_pass_used(alpha):
         xs = model._layer_edge_inputs(batch, ef)
         hs = model._bfs(batch, None, xs)
         r, mask = model.path_encoder.encode_tree(batch.layers, hs[0], hs[0][:B],
-                                                 batch.root_times, xs, project=True)
+                                                 batch.root_times, xs)
         assert torch.equal(mask, att.mask)
         agg = torch.einsum("bph,bpd->bhd", att.weight, r)
         h_dfs = model.path_aggregator.fc_o(agg.reshape(B, -1))

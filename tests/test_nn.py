@@ -376,8 +376,8 @@ def test_path_encoder_matches_reference(within_path_agg, edge_dim, use_time):
     if edge_dim:  # edge features already gathered per slot
         per_slot = edge_feat[paths.eids.clamp(min=0)]
         assert torch.allclose(enc(paths, feat, query, root_times, per_slot), out)
-    assert torch.allclose(enc.fc2(enc(paths, feat, query, root_times, edge_feat,
-                                      project=False)), out, atol=1e-6)
+    assert torch.allclose(enc.fc2(enc._encode_slots(paths, feat, query, root_times, edge_feat,
+                                                    False)), out, atol=1e-6)
     # feat=None stands for all-zero node inputs and skips their terms.
     zeros = torch.zeros_like(feat)
     assert torch.allclose(enc(paths, None, query, root_times, edge_feat),
@@ -448,7 +448,7 @@ def test_path_aggregator_reference_empty_roots_and_fold(across_paths_agg):
     # Folding an affine map of the path features into the aggregator is exact.
     lin = torch.nn.Linear(7, D)
     u = torch.randn(B, P, 7)
-    assert torch.allclose(agg(u, q, mask, path_proj=lin), agg(lin(u), q, mask), atol=1e-5)
+    assert torch.allclose(agg._aggregate(u, q, mask, lin), agg(lin(u), q, mask), atol=1e-5)
 
 
 def test_validation_of_modes():

@@ -117,9 +117,9 @@ def compare(enc, tables, paths, feat, query, root_times, edge_feat=None, project
     gradients."""
     enc.eval()  # attention dropout is the one documented difference (train mode only)
     ref_leaves = leaves(feat, query)
-    ref = enc(paths, feat, query, root_times, edge_feat, project)
+    ref = enc._encode_slots(paths, feat, query, root_times, edge_feat, project)
     ref_mask = paths.mask.any(-1)
-    tree, mask = enc.encode_tree(tables, feat, query, root_times, edge_feat, project)
+    tree, mask = enc._encode_tree(tables, feat, query, root_times, edge_feat, project)
     assert tree.shape == ref.shape and mask.dtype == torch.bool
     assert torch.equal(mask, ref_mask)
     check_close(tree, ref, mask, out_rtol)
@@ -289,7 +289,7 @@ def test_matches_forward_on_sampler_output(fanouts, strategy, within_path_agg):
 
 @needs_sampler
 def test_sampler_float64_and_aggregator():
-    # Through the model's aggregator (project=False + path_proj=fc2), in float64.
+    # Through the model's aggregator (project=False + fc2 folded in), in float64.
     seed_all(10)
     g, _ = small_graph(seed=3)
     rng = np.random.default_rng(4)
@@ -301,10 +301,10 @@ def test_sampler_float64_and_aggregator():
     agg = PathAggregator(12, 12, 2).double().eval()
     feat, query, _ = inputs(2, tables[0].num_src, B, "raw", False, torch.float64)
     hbfs = torch.randn(B, 12, dtype=torch.float64)
-    u_ref = enc(batch.paths, feat, query, batch.root_times, project=False)
-    u, mask = enc.encode_tree(tables, feat, query, batch.root_times, project=False)
-    ref = agg(u_ref, hbfs, batch.paths.mask.any(-1), path_proj=enc.fc2)
-    out = agg(u, hbfs, mask, path_proj=enc.fc2)
+    u_ref = enc._encode_slots(batch.paths, feat, query, batch.root_times, None, False)
+    u, mask = enc._encode_tree(tables, feat, query, batch.root_times, None, False)
+    ref = agg._aggregate(u_ref, hbfs, batch.paths.mask.any(-1), enc.fc2)
+    out = agg._aggregate(u, hbfs, mask, enc.fc2)
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
 
 

@@ -112,26 +112,18 @@ class PathAggregator(nn.Module):
         nn.init.zeros_(self.fc_o.bias)
 
     def forward(self, path_feat: torch.Tensor, query: torch.Tensor, mask: torch.Tensor,
-                path_proj: Optional[nn.Linear] = None, get_attention: bool = False
+                get_attention: bool = False
                 ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
         """Aggregate.
 
         Parameters
         ----------
         path_feat : torch.Tensor
-            ``[B, P, in_dim]`` path representations :math:`r_p`, or, with ``path_proj``,
-            ``[B, P, path_proj.in_features]`` vectors :math:`u_p` such that
-            :math:`r_p = ` ``path_proj(`` :math:`u_p` ``)``.
+            ``[B, P, in_dim]`` path representations :math:`r_p`.
         query : torch.Tensor
             ``[B, query_dim]`` BFS embeddings of the roots.
         mask : torch.Tensor
             bool ``[B, P]``, ``True`` for non-empty paths.
-        path_proj : torch.nn.Linear, optional
-            Affine map still to apply to ``path_feat``.  The result is the same as
-            ``forward(path_proj(path_feat), query, mask)``, but the map is applied once per
-            root and head instead of once per path: scores are linear in :math:`r_p` (the
-            bias adds a per-root constant, which softmax ignores) and the values enter as a
-            weighted sum.
         get_attention : bool, optional
             Also return the weights of the paths (as DGL's ``GATConv``).  Default: ``False``.
 
@@ -144,6 +136,16 @@ class PathAggregator(nn.Module):
             ``'mean'``), after attention dropout; each head's sum to 1 over a root's
             non-empty paths, zero on empty ones.
         """
+        return self._aggregate(path_feat, query, mask, None, get_attention)
+
+    def _aggregate(self, path_feat: torch.Tensor, query: torch.Tensor, mask: torch.Tensor,
+                   path_proj: Optional[nn.Linear], get_attention: bool = False
+                   ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`forward` of ``path_proj(path_feat)`` when ``path_proj`` is given, with
+        the affine map applied once per root and head instead of once per path: scores are
+        linear in :math:`r_p` (the bias adds a per-root constant, which softmax ignores)
+        and the values enter as a weighted sum.  For :class:`~tbdfs_dgl.TBDFSModel`, which
+        owns both path modules and passes its encoder's last linear map here."""
         B, P, _ = path_feat.shape
         D = self._in_dim
         has_path = mask.any(dim=1, keepdim=True)  # [B, 1]

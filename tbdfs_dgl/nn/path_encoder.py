@@ -240,7 +240,7 @@ class PathEncoder(nn.Module):
     z`), so the scores are batched dot products with the raw slot inputs, and the values
     enter only through :math:`\sum_h \alpha_h W_V z_h`, contracted without forming
     :math:`W_V z_h` per slot.  The node part of :math:`W_1` is applied once per root, and
-    ``project=False`` lets the aggregator apply :math:`W_2` once per root.  Only the gathers
+    the model has its aggregator apply :math:`W_2` once per root.  Only the gathers
     and :math:`\Phi` are computed per slot.  :meth:`encode_tree` computes the same from the
     layer tables, once per sampled instance instead of once per slot.
     """
@@ -342,7 +342,6 @@ class PathEncoder(nn.Module):
         query_feat: torch.Tensor,
         root_times: torch.Tensor,
         edge_feat: Optional[torch.Tensor] = None,
-        project: bool = True,
     ) -> torch.Tensor:
         r"""Encode the paths.
 
@@ -363,12 +362,6 @@ class PathEncoder(nn.Module):
         edge_feat : torch.Tensor, optional
             ``[E, edge_dim]`` edge features indexed by ``paths.eids``, or the same already
             gathered per slot, ``[B, P, L, edge_dim]``; zeros if omitted.
-        project : bool, optional
-            ``False`` stops before the merge's last linear map ``fc2`` and returns the
-            hidden layer :math:`u_p`, with :math:`r_p = \mathrm{fc2}(u_p)`.  A consumer
-            that only takes convex combinations of the :math:`r_p` and linear functions of
-            them (:class:`PathAggregator` with ``path_proj=encoder.fc2``) can then apply
-            ``fc2`` once per root instead of once per path.  Default: ``True``.
 
         Returns
         -------
@@ -376,6 +369,17 @@ class PathEncoder(nn.Module):
             ``[B, P, out_dim]``, one representation per path slot (finite for empty
             slots, which callers should mask out with ``paths.mask.any(-1)``).
         """
+        return self._encode_slots(paths, feat, query_feat, root_times, edge_feat, True)
+
+    def _encode_slots(self, paths: "PathBatch",
+                      feat: Optional[Union[torch.Tensor, Sequence[torch.Tensor]]],
+                      query_feat: torch.Tensor, root_times: torch.Tensor,
+                      edge_feat: Optional[torch.Tensor], project: bool) -> torch.Tensor:
+        r""":meth:`forward`; ``project=False`` stops before the merge's last linear map
+        ``fc2`` and returns the hidden layer :math:`u_p`, with :math:`r_p =
+        \mathrm{fc2}(u_p)`, so that :class:`~tbdfs_dgl.TBDFSModel`, whose aggregator only
+        takes convex combinations and linear functions of the :math:`r_p`, applies ``fc2``
+        once per root instead of once per path."""
         B, P, L = paths.src_index.shape
         H, dk = self._num_heads, self._head_dim
         D, E, T = self._in_dim, self._edge_dim, self._time_dim
@@ -428,7 +432,6 @@ class PathEncoder(nn.Module):
         query_feat: torch.Tensor,
         root_times: torch.Tensor,
         edge_feat: Optional[Union[torch.Tensor, Sequence[Optional[torch.Tensor]]]] = None,
-        project: bool = True,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         r"""Encode every root-to-leaf path straight from the layer tables, sharing the work
         of each sampled instance between all the paths through it.
@@ -459,9 +462,6 @@ class PathEncoder(nn.Module):
             ``[num_interactions, edge_dim]`` edge features indexed by the tables' ``eid``,
             or ``L`` tensors ``[N_dst, k, edge_dim]`` already gathered per table slot, in
             the order of ``layers``; zeros if omitted.
-        project : bool, optional
-            ``False`` returns the hidden layer :math:`u_p` before ``fc2`` (see
-            :meth:`forward`).  Default: ``True``.
 
         Returns
         -------
@@ -501,6 +501,15 @@ class PathEncoder(nn.Module):
         undropped softmax, as with :class:`torch.nn.Dropout` applied after a softmax.  In
         eval mode the two are identical.
         """
+        return self._encode_tree(layers, feat, query_feat, root_times, edge_feat, True)
+
+    def _encode_tree(self, layers: Sequence["LayerTable"],
+                     feat: Optional[Union[torch.Tensor, Sequence[torch.Tensor]]],
+                     query_feat: torch.Tensor, root_times: torch.Tensor,
+                     edge_feat: Optional[Union[torch.Tensor, Sequence[Optional[torch.Tensor]]]],
+                     project: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`encode_tree`; ``project=False`` returns the hidden layer before ``fc2``
+        (see :meth:`_encode_slots`)."""
         L = len(layers)
         if L == 0:
             raise ValueError("encode_tree needs at least one layer table")
