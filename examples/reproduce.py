@@ -53,8 +53,8 @@ for p in (ROOT, ROOT / "examples"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from reproduce_lib.grid import (BUDGETS, DATASETS, VARIANTS, make_grid,  # noqa: E402
-                                variant_by_name, with_overrides)
+from reproduce_lib.grid import (BUDGETS, DATASETS, REPORTED_BUDGETS, VARIANTS,  # noqa: E402
+                                make_grid, variant_by_name, with_overrides)
 from reproduce_lib.store import ResultsStore  # noqa: E402
 
 
@@ -104,7 +104,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         "grid and its results file, to use several cores")
     p.add_argument("--out-dir", default=None,
                    help="where results.md and the plots go (default: docs/ for the session "
-                        "preset, docs/graphs/ and docs/full/ for those presets; "
+                        "preset, docs/<budget>/ for graphs, full and full-recent; "
                         "runs/reproduce/<budget>/, which git ignores, for "
                         "smoke and for budgets with overrides, so they never overwrite the "
                         "committed report)")
@@ -119,6 +119,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="time a few batches per dataset and extrapolate the grid's time")
     p.add_argument("--estimate-batches", type=int, default=2)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    h = p.add_argument_group("hardware (recorded with each run, not part of its identity)")
+    h.add_argument("--device", default="cpu", help="torch device of the model, e.g. cuda "
+                   "(sampling stays on CPU threads)")
+    h.add_argument("--compile", action="store_true", help="torch.compile the model")
+    h.add_argument("--amp", choices=["bf16"], default=None,
+                   help="autocast the model's matrix products to bfloat16")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
     p.add_argument("--quiet", action="store_true", help="no per-epoch lines")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -170,7 +176,8 @@ def estimate(budget, specs, args) -> None:
     for d in dict.fromkeys(s.dataset for s in specs):
         fams = {"tgat" if s.variant.alpha == 1.0 else "tbdfs" for s in specs if s.dataset == d}
         for fam in sorted(fams):
-            sp = measure_speed(d, budget, fam, args.estimate_batches, args.data_dir)
+            sp = measure_speed(d, budget, fam, args.estimate_batches, args.data_dir,
+                               _hardware(args))
             speeds[(d, fam)] = sp
             print(f"| {d} | {fam} | {sp.train_s_per_batch:.3f} | {sp.eval_s_per_batch:.3f} | "
                   f"{sp.train_cpu_per_batch:.3f} | {sp.eval_cpu_per_batch:.3f} | "
@@ -207,6 +214,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.report_only:
         from reproduce_lib.runner import run_one
 
+        hardware = _hardware(args)
         if args.shard:
             # A fixed share of the grid (not of what is pending), so shards started at
             # different times, or restarted, never overlap or leave runs out.
@@ -223,7 +231,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             for spec in todo:
                 bar.set_postfix_str(spec.describe())
                 try:
-                    rec = run_one(spec, args.data_dir, log=log)
+                    rec = run_one(spec, args.data_dir, log=log, hardware=hardware)
                 except KeyboardInterrupt:
                     raise
                 except Exception as err:  # noqa: BLE001 - keep the grid going, report it
@@ -264,6 +272,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+def _hardware(args: argparse.Namespace):
+    from reproduce_lib.runner import Hardware
+
+    return Hardware(device=args.device, compile=args.compile, amp=args.amp)
+
+
 def _parse_shard(text: str) -> Tuple[int, int]:
     try:
         i, n = (int(x) for x in text.split("/"))
@@ -277,7 +291,7 @@ def _parse_shard(text: str) -> Tuple[int, int]:
 def default_out_dir(budget_name: str) -> Path:
     if budget_name == "session":
         return ROOT / "docs"
-    if budget_name in ("graphs", "full"):  # a report per preset: none overwrites another
+    if budget_name in REPORTED_BUDGETS:  # a report per preset: none overwrites another
         return ROOT / "docs" / budget_name
     safe = "".join(c if c.isalnum() or c in "-_.=," else "_" for c in budget_name)
     return ROOT / "runs" / "reproduce" / safe

@@ -181,13 +181,13 @@ def main(argv=None):
         print(f"  DyGLib TGAT step {step:4d} | val AP {v[0]:.3f} (bAP {v[1]:.3f}) | test AP "
               f"{te[0]:.3f} (bAP {te[1]:.3f}) | train BCE(last10) {row['train_bce']:.3f} | "
               f"{row['seconds']:.0f}s (training {train_seconds:.0f}s)", flush=True)
+        if a.json:  # after every row, so a long run stopped early keeps what it measured
+            Path(a.json).write_text(json.dumps({"args": vars(a), "curve": curve,
+                                                "losses": losses}, indent=1))
     print("| model | params | " + " | ".join(str(c["step"]) for c in curve) + " |")
     print("|---|---|" + "---|" * len(curve))
     print(f"| DyGLib TGAT | {n_params} | " +
           " | ".join(f"{c['val_ap']:.3f} / {c['test_ap']:.3f}" for c in curve) + " |")
-    if a.json:
-        Path(a.json).write_text(json.dumps({"args": vars(a), "curve": curve, "losses": losses},
-                                           indent=1))
 
 
 if __name__ == "__main__":

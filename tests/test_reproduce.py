@@ -101,7 +101,7 @@ def test_interrupt_keeps_finished_runs_only(tmp_path, monkeypatch):
     calls = []
     interrupt = [True]
 
-    def fake(spec, data_dir=None, log=print):
+    def fake(spec, data_dir=None, log=print, hardware=None):
         calls.append(spec.key)
         if len(calls) == 2 and interrupt[0]:
             interrupt[0] = False
@@ -121,7 +121,7 @@ def test_interrupt_keeps_finished_runs_only(tmp_path, monkeypatch):
 
 
 def test_failed_run_is_not_recorded(tmp_path, monkeypatch):
-    def fake(spec, data_dir=None, log=print):
+    def fake(spec, data_dir=None, log=print, hardware=None):
         if spec.variant.name == "tgat":
             raise FileNotFoundError("no such dataset")
         return _fake_record(spec)
@@ -258,7 +258,7 @@ def test_shards_own_fixed_shares_that_together_cover_the_grid(tmp_path, monkeypa
     ran = {0: [], 1: []}
     shard = [0]
 
-    def fake(spec, data_dir=None, log=print):
+    def fake(spec, data_dir=None, log=print, hardware=None):
         ran[shard[0]].append(spec.key)
         return _fake_record(spec)
 
@@ -319,3 +319,105 @@ def test_eval_negatives_and_candidates_reach_results_and_report(tmp_path):
     with pytest.raises(SystemExit, match="eval-candidates"):
         reproduce.main(["--budget", "smoke", "--eval-candidates", "0", "--report-only",
                         "--out-dir", str(tmp_path)])
+
+
+# ---------------------------------------------------------------------------- full budgets
+def test_full_budgets_pin_the_paper_protocol_and_the_current_model():
+    full, recent = G.BUDGETS["full"], G.BUDGETS["full-recent"]
+    for b in (full, recent):
+        assert (b.epochs, b.patience, b.lr, b.batch_size, b.seeds) == (50, 5, 1e-4, 200, 5)
+        assert b.max_events is None and b.train_batches is None and b.val_events is None
+        kw = runner.model_kwargs(b, runner.get_dataset("synthetic"), {})
+        cfg = runner.train_config(b, seed=2)
+        assert kw["time_encoding"] == "cos_phase" and cfg.train_negatives == "active"
+        # recorded, so the report can say which formulation each run used
+        s = b.settings()
+        assert (s["time_encoding"], s["train_negatives"]) == ("cos_phase", "active")
+        assert reproduce.default_out_dir(b.name) == reproduce.ROOT / "docs" / b.name
+    assert (tuple(full.fanouts), full.strategy) == ((20, 20), "uniform")  # the paper's
+    assert (tuple(recent.fanouts), recent.strategy) == ((10, 10), "recent")  # ours
+    cfg = runner.train_config(full, 0)
+    assert (list(cfg.fanouts), cfg.strategy) == ([20, 20], "uniform")
+    # the budgets reported before keep release 0.1's formulation, and their recorded
+    # settings match the records made before these settings existed
+    for name in ("smoke", "session", "graphs"):
+        b = G.BUDGETS[name]
+        assert runner.model_kwargs(b, runner.get_dataset("synthetic"), {})[
+            "time_encoding"] == "cos_sin"
+        assert runner.train_config(b, 0).train_negatives == "all"
+        assert not set(G.LEGACY_SETTINGS) & set(b.settings())
+
+
+def test_hardware_options_reach_the_trainer_and_the_record(tmp_path, monkeypatch):
+    hw = runner.Hardware(device="cpu", compile=False, amp="bf16")
+    cfg = runner.train_config(G.BUDGETS["smoke"], 0, hw)
+    assert (cfg.device, cfg.compile, cfg.amp) == ("cpu", False, "bf16")
+    seen = []
+    real = runner.run_one
+
+    def spy(spec, data_dir=None, log=print, hardware=runner.Hardware()):
+        seen.append(hardware)
+        return real(spec, data_dir, log, hardware)
+
+    monkeypatch.setattr(runner, "run_one", spy)
+    args = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "tgat",
+            "--device", "cpu", "--out-dir", str(tmp_path), "--no-progress", "--quiet",
+            "--no-report"]
+    assert reproduce.main(args) == 0
+    assert seen == [runner.Hardware("cpu", False, None)]
+    rec = _lines(tmp_path / "results" / "runs.jsonl")[0]
+    assert (rec["device"], rec["compile"], rec["amp"]) == ("cpu", False, None)
+
+
+def _curve_record(dataset, variant, seed, curve, cap=50, budget="full"):
+    rec = {"budget": budget, "dataset": dataset, "variant": variant, "seed": seed,
+           "budget_settings": {"epochs": cap}, "epochs_run": len(curve),
+           "best_epoch": int(np.argmax(curve)), "wall_seconds": 10.0,
+           "history": [{"epoch": i, "val_ap": v} for i, v in enumerate(curve)],
+           "test": {s: {"ap": 0.7 + 0.01 * seed} for s in ("transductive", "inductive")}}
+    return rec
+
+
+def test_report_states_convergence_and_which_cells_are_complete(tmp_path, monkeypatch):
+    recs = [_curve_record("collegemsg", v, s, [0.6, 0.7, 0.69, 0.68, 0.67, 0.66, 0.65])
+            for v in R.MAIN_COMPARISON for s in range(5)]
+    recs.append(_curve_record("wikipedia", "tgat", 0, [0.8, 0.9, 0.95], cap=3))
+    res = R.Results(recs, "full")
+    (line,) = R.completeness(res, 5)
+    assert "complete on: collegemsg;" in line
+    assert "wikipedia (TGAT 1/5, tBDFS 0/5, learned alpha 0/5)" in line
+    assert "not started: email-eu, bitcoin-otc, synthetic" in line
+
+    # the report is written without matplotlib (a bare GPU machine): tables, no plots
+    def no_matplotlib():
+        raise ImportError("No module named 'matplotlib'")
+
+    monkeypatch.setattr(R, "_plt", no_matplotlib)
+    paths = R.write_report(recs, "full", tmp_path, tmp_path / "runs.jsonl")
+    md = paths["report"].read_text()
+    assert "## Convergence" in md
+    # 5 collegemsg runs stopped on patience (7 of 50 epochs, best epoch 1); the
+    # wikipedia run hit its cap of 3 epochs
+    assert "| collegemsg | TGAT | 5 | 7 7 7 7 7 | 1 1 1 1 1 | 5/5 |" in md
+    assert "| wikipedia | TGAT | 1 | 3 | 2 | 0/1 |" in md
+    assert "| wikipedia | TGAT | 0 | 80.0 90.0 95.0 |" in md
+    assert "scaled-down" not in md  # the full budgets are the paper's protocol
+    assert not (tmp_path / "alpha_sweep.png").exists()
+
+
+def test_runner_works_without_dgl(tmp_path):
+    from test_without_dgl import run_without_dgl
+
+    proc = run_without_dgl(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT / 'examples')!r})
+        import reproduce
+        rc = reproduce.main(["--budget", "smoke", "--datasets", "synthetic", "--variants",
+                             "tbdfs,tgat", "--out-dir", {str(tmp_path)!r}, "--no-progress",
+                             "--quiet"])
+        assert "dgl" not in sys.modules, "DGL was imported"
+        print("RC", rc)
+    """, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RC 0" in proc.stdout
+    assert len(_lines(tmp_path / "results" / "runs.jsonl")) == 2

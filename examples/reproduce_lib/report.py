@@ -16,7 +16,7 @@ from .grid import (ABLATIONS, BUDGETS, DATASET_NOTES, DATASETS, MAIN_METHODS, SW
                    VARIANTS, sweep_variant, variant_by_name)
 
 __all__ = ["Results", "paired_ttest", "write_report", "render_markdown", "plot_alpha_sweep",
-           "plot_training_curves"]
+           "plot_training_curves", "completeness", "MAIN_COMPARISON"]
 
 METRICS = (("accuracy", "Accuracy"), ("f1", "F1"), ("ap", "AP"), ("auc", "ROC-AUC"))
 #: One-vs-K ranking metrics, in the results of runs evaluated with K > 1 candidates.
@@ -242,9 +242,9 @@ def _settings_section(res: Results) -> str:
         rows = [[k, f"`{s[k]}`"] for k in (
             "epochs", "patience", "seeds", "sweep_seeds", "max_events", "max_batches",
             "train_batches", "val_events", "test_events", "eval_negatives",
-            "eval_candidates", "batch_size", "lr", "fanouts",
-            "hidden_dim", "time_dim", "num_heads", "dropout",
-            "sweep_datasets") if k in s]
+            "eval_candidates", "batch_size", "lr", "fanouts", "strategy",
+            "hidden_dim", "time_dim", "num_heads", "dropout", "time_encoding",
+            "train_negatives", "sweep_datasets") if k in s]
         lines.append(_table(["setting", "value"], rows))
     if len(settings) > 1:
         lines.append("\n**Warning**: runs of this budget were made with different settings; "
@@ -257,8 +257,12 @@ def _settings_section(res: Results) -> str:
                  "destination per positive, TGAT's; `historical` / `inductive`: DyGLib's, "
                  "keeping the positive's source; with K > 1, MRR and Hits@k rank each "
                  "positive against its K candidates while accuracy, F1, AP and AUC use its "
-                 "first candidate); training negatives uniform among training "
-                 "destinations; Adam, "
+                 "first candidate); training negatives as `train_negatives` says (`all`, "
+                 "the default where it is not listed: uniform among training destinations, "
+                 "TGAT's; `active`: uniform among the training destinations that interacted "
+                 "before the batch); neighbours per hop as `fanouts` and `strategy` say "
+                 "(`recent` where it is not listed); time encoding as `time_encoding` says "
+                 "(`cos_sin`, release 0.1's, where it is not listed); Adam, "
                  "binary cross-entropy; early stopping on validation AP; the test uses the "
                  "best epoch's weights. `max_events` keeps the first N interactions of each "
                  "dataset (time order); `max_batches` caps batches per epoch *and* per "
@@ -294,7 +298,8 @@ def _settings_section(res: Results) -> str:
     for r in res.records:
         c = r.get("code") or {}
         codes[(c.get("git_commit"), c.get("git_dirty"), c.get("package_sha"))] += 1
-        hosts[(r.get("host"), r.get("cpu_count"), r.get("torch_threads"))] += 1
+        hosts[(r.get("host"), r.get("cpu_count"), r.get("torch_threads"),
+               r.get("device") or "cpu")] += 1
     if codes:
         lines.append("\nCode versions (git commit, uncommitted changes in tbdfs_dgl/csrc, hash "
                      "of tbdfs_dgl's Python sources): " + "; ".join(
@@ -303,8 +308,8 @@ def _settings_section(res: Results) -> str:
         if len(codes) > 1:
             lines.append("\n**Warning**: the runs come from different versions of the package "
                          "code; differences between methods may partly be code changes.")
-        lines.append("\nMachines (host, CPUs, torch threads): " + "; ".join(
-            f"{h} / {c} / {t}: {n} runs" for (h, c, t), n in hosts.items()))
+        lines.append("\nMachines (host, CPUs, torch threads, model device): " + "; ".join(
+            f"{h} / {c} / {t} / {dev}: {n} runs" for (h, c, t, dev), n in hosts.items()))
     return "\n".join(lines) + "\n"
 
 
@@ -344,6 +349,72 @@ def _timing_section(res: Results) -> str:
                          "s/epoch", "test AP (%)", "finished (UTC)"], per))
     lines.append("\n</details>\n")
     return "\n".join(lines)
+
+
+#: The comparison each dataset needs first (issue 13): TGAT, tBDFS and learned alpha.
+MAIN_COMPARISON = ("tgat", "tbdfs", "learned-alpha")
+
+
+def completeness(res: Results, expected: Optional[int]) -> List[str]:
+    """Which main-comparison cells (dataset x TGAT / tBDFS / learned alpha) have all the
+    budget's seeds, which have some, which none."""
+    if not expected:
+        return []
+    full, part, empty = [], [], []
+    for d in DATASETS:
+        ns = {v: len(res.values(d, v)) for v in MAIN_COMPARISON}
+        if all(n >= expected for n in ns.values()):
+            full.append(d)
+        elif any(ns.values()):
+            part.append(d + " (" + ", ".join(f"{_label(v)} {n}/{expected}"
+                                            for v, n in ns.items()) + ")")
+        else:
+            empty.append(d)
+    return [f"Main comparison (TGAT, tBDFS, learned α; {expected} seeds each) complete on: "
+            f"{', '.join(full) or 'none'}; partly: {'; '.join(part) or 'none'}; "
+            f"not started: {', '.join(empty) or 'none'}."]
+
+
+def _curve(r: Dict[str, Any]) -> str:
+    vals = [h.get("val_ap") for h in r.get("history", [])]
+    return " ".join("n/a" if not _finite(v) else f"{100 * v:.1f}" for v in vals)
+
+
+def _convergence_section(res: Results) -> str:
+    """Per cell: epochs run, best epoch, how many runs stopped on patience rather than at
+    the epoch cap; per run: the validation AP of every epoch."""
+    if not res.records:
+        return "No runs yet.\n"
+    variants = list(VARIANTS) + sorted({v for _, v in res.by} - set(VARIANTS),
+                                       key=lambda v: (len(v), v))
+    rows, per = [], []
+    for d in res.datasets():
+        for v in variants:
+            runs = [r for _, r in sorted(res.by.get((d, v), {}).items())]
+            if not runs:
+                continue
+            stopped = sum(1 for r in runs if _stopped_early(r))
+            rows.append([d, _label(v), str(len(runs)),
+                         " ".join(str(r.get("epochs_run", "?")) for r in runs),
+                         " ".join(str(r.get("best_epoch", "?")) for r in runs),
+                         f"{stopped}/{len(runs)}"])
+            for r in runs:
+                per.append([d, _label(v), str(r["seed"]), _curve(r)])
+    lines = ["Epochs count from 0; a run stops after `patience` epochs without a better "
+             "validation AP, or at the budget's epoch cap (then it may not have converged). "
+             "Per run, in seed order:\n",
+             _table(["dataset", "variant", "runs", "epochs run", "best epoch",
+                     "stopped on patience"], rows),
+             "\n<details><summary>Validation AP (%) after every epoch, per run</summary>\n",
+             _table(["dataset", "variant", "seed", "val AP by epoch"], per),
+             "\n</details>\n"]
+    return "\n".join(lines)
+
+
+def _stopped_early(r: Dict[str, Any]) -> bool:
+    cap = (r.get("budget_settings") or {}).get("epochs")
+    n = r.get("epochs_run")
+    return isinstance(cap, int) and isinstance(n, int) and n < cap
 
 
 def findings(res: Results) -> List[str]:
@@ -561,10 +632,10 @@ def render_markdown(res: Results, expected_seeds: Optional[int], results_path: s
         "## Findings",
         "",
     ]
-    fs = findings(res)
+    fs = completeness(res, expected_seeds) + findings(res)
     parts += [f"- {f}" for f in fs] if fs else [
         "- Nothing to compare yet (no paired tBDFS/TGAT, sweep or ablation results)."]
-    if res.budget != "full":
+    if not res.budget.startswith("full"):
         parts += ["", f"These numbers come from the **{res.budget}** budget, a scaled-down "
                   "protocol (see Settings); they are not the paper's full protocol."]
     parts += ["", "## Main results (paper layout: rows = datasets, columns = methods)", "",
@@ -581,6 +652,7 @@ def render_markdown(res: Results, expected_seeds: Optional[int], results_path: s
               "to the sweep's seeds.", "",
               _sweep_table(res, _sweep_datasets(res)),
               "## Training curves", "", f"![training curves]({curves_png})", "",
+              "## Convergence", "", _convergence_section(res),
               "## Settings", "", _settings_section(res),
               "## Time per run", "", _timing_section(res)]
     if grid_runs == 0 and n_runs == 0:
@@ -598,8 +670,13 @@ def write_report(records: Sequence[Dict[str, Any]], budget: str, out_dir: os.Pat
     res = Results(records, budget)
     if expected_seeds is None and budget in BUDGETS:
         expected_seeds = BUDGETS[budget].seeds
-    sweep = plot_alpha_sweep(res, out / "alpha_sweep.png")
-    curves = plot_training_curves(res, out / "training_curves.png")
+    try:
+        sweep = plot_alpha_sweep(res, out / "alpha_sweep.png")
+        curves = plot_training_curves(res, out / "training_curves.png")
+    except ImportError:
+        # A machine without matplotlib (e.g. a bare GPU box) still gets the tables; the
+        # plots are redrawn wherever the report is regenerated with it.
+        sweep, curves = out / "alpha_sweep.png", out / "training_curves.png"
     report = out / report_name
     try:
         rel_results = os.path.relpath(results_path, out)

@@ -22,7 +22,7 @@ from tbdfs_dgl.linkpred import (EventBatch, LinkPredictionTrainer, NegativeSampl
 
 from .grid import VARIANTS, Budget, RunSpec
 
-__all__ = ["get_dataset", "run_one", "model_kwargs", "train_config", "code_version",
+__all__ = ["get_dataset", "run_one", "Hardware", "model_kwargs", "train_config", "code_version",
            "measure_speed", "SpeedSample", "estimate_grid"]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,21 +81,33 @@ def model_kwargs(budget: Budget, data: TemporalDataset, variant_kwargs: Dict[str
         hidden_dim=budget.hidden_dim, num_layers=len(budget.fanouts), num_heads=budget.num_heads,
         dropout=budget.dropout, alpha=0.5, within_path_agg="attn", across_paths_agg="attn",
         path_inputs="raw", use_time=True, num_nodes=data.num_nodes, node_embedding_dim=0,
-        # The reports were made with release 0.1's formulation (issue 14 changed the
-        # defaults): kept until they are rerun.
-        time_encoding="cos_sin")
+        # The budget's formulation: release 0.1's 'cos_sin' for the reports made with it,
+        # the library's current default for the full budgets.
+        time_encoding=budget.time_encoding)
     kw.update(variant_kwargs)
     return kw
 
 
-def train_config(budget: Budget, seed: int) -> TrainConfig:
+@dataclass(frozen=True)
+class Hardware:
+    """Where and how a run computes (never part of a run's identity: a cell may pool runs
+    made on CPU and GPU; each record says which)."""
+
+    device: str = "cpu"
+    compile: bool = False
+    amp: Optional[str] = None
+
+
+def train_config(budget: Budget, seed: int, hardware: Hardware = Hardware()) -> TrainConfig:
     return TrainConfig(epochs=budget.epochs, batch_size=budget.batch_size, lr=budget.lr,
-                       patience=budget.patience, fanouts=list(budget.fanouts), seed=int(seed),
+                       patience=budget.patience, fanouts=list(budget.fanouts),
+                       strategy=budget.strategy, seed=int(seed),
                        max_batches=budget.max_batches, train_batches=budget.train_batches,
                        val_events=budget.val_events, test_events=budget.test_events,
                        eval_negatives=budget.eval_negatives,
                        eval_candidates=budget.eval_candidates, save_dir=None, progress=False,
-                       train_negatives="all")
+                       train_negatives=budget.train_negatives, device=hardware.device,
+                       compile=hardware.compile, amp=hardware.amp)
 
 
 _CODE: Optional[Dict[str, Any]] = None
@@ -127,13 +139,23 @@ def code_version() -> Dict[str, Any]:
     return out
 
 
+def _device_name(device: str) -> str:
+    """``device`` and, for a GPU, its model (the report groups wall times by it)."""
+    dev = torch.device(device)
+    if dev.type == "cuda" and torch.cuda.is_available():
+        return f"{device} ({torch.cuda.get_device_name(dev)})"
+    return device
+
+
 def _mean(xs: Sequence[float]) -> Optional[float]:
     return float(np.mean(xs)) if len(xs) else None
 
 
 def run_one(spec: RunSpec, data_dir: Optional[str] = None,
-            log: Callable[[str], None] = print) -> Dict[str, Any]:
-    """Train and test one run of the grid; return its record (nothing is written here)."""
+            log: Callable[[str], None] = print,
+            hardware: Hardware = Hardware()) -> Dict[str, Any]:
+    """Train and test one run of the grid on ``hardware``; return its record (nothing is
+    written here)."""
     budget = spec.budget
     data = get_dataset(spec.dataset, budget.max_events, data_dir)
     full_edges = get_dataset(spec.dataset, None, data_dir).num_edges
@@ -141,7 +163,7 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
     kwargs = model_kwargs(budget, data, spec.variant.model_kwargs)
     model = TBDFSModel(**kwargs)
     n_params = sum(p.numel() for p in model.parameters())
-    cfg = train_config(budget, spec.seed)
+    cfg = train_config(budget, spec.seed, hardware)
     t0 = time.perf_counter()
     split = chronological_split(data, seed=cfg.seed)
     trainer = LinkPredictionTrainer(model, data, cfg, split=split, model_kwargs=kwargs,
@@ -186,6 +208,8 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
         "val": result.val, "test": result.test, "peak_rss_mb": result.peak_rss_mb,
         "torch_threads": torch.get_num_threads(), "host": platform.node(),
         "cpu_count": os.cpu_count(),
+        "device": _device_name(hardware.device), "compile": hardware.compile,
+        "amp": hardware.amp,
         "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "code": code_version(),
         "versions": {"torch": torch.__version__, "numpy": np.__version__},
@@ -232,14 +256,15 @@ class _TailTrainer(LinkPredictionTrainer):
 
 
 def measure_speed(dataset: str, budget: Budget, family: str, batches: int = 2,
-                  data_dir: Optional[str] = None) -> SpeedSample:
+                  data_dir: Optional[str] = None, hardware: Hardware = Hardware()
+                  ) -> SpeedSample:
     """Time ``batches`` training and evaluation batches (after one warm-up batch of each):
     the last batches of the training rows and of the validation rows."""
     data = get_dataset(dataset, budget.max_events, data_dir)
     variant = VARIANTS["tgat" if family == "tgat" else "tbdfs"]
     seed_everything(0)
     kwargs = model_kwargs(budget, data, variant.model_kwargs)
-    cfg = train_config(budget, 0)
+    cfg = train_config(budget, 0, hardware)
     t0 = time.perf_counter()
     split = chronological_split(data, seed=0)
     trainer = _TailTrainer(TBDFSModel(**kwargs), data, cfg, split=split, log=lambda s: None)
