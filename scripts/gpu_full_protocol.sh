@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Shards of the full-protocol grid (issue 13) on a GPU machine: torch preinstalled, no DGL,
+# no network.  Builds the extension, then runs N shards of examples/reproduce.py side by side
+# on the one GPU (each shard's sampler on its own CPU threads) until a time limit, and ends
+# with ONE JSON line.  A shard stopped by the limit loses only the run it was in: finished
+# runs are in the results file, and the next call resumes from it.
+#
+#   OUT=/tmp/full TBDFS_DATA_DIR=/path/to/data bash scripts/gpu_full_protocol.sh
+#
+# The results file starts as a copy of the committed docs/<budget>/results/runs.jsonl (so
+# finished runs are skipped) and is written to $OUT/<budget>_runs.jsonl; copy it back over
+# docs/<budget>/results/runs.jsonl and regenerate the report where matplotlib is:
+#   python examples/reproduce.py --budget <budget> --report-only
+#
+# Settings (environment):
+#   TBDFS_FULL_BUDGET    full-recent (default: [10, 10] recent) or full ([20, 20] uniform)
+#   TBDFS_FULL_DATASETS  default wikipedia,collegemsg,email-eu,bitcoin-otc,synthetic
+#   TBDFS_FULL_VARIANTS  default tgat,tbdfs,learned-alpha (the main comparison); empty: all
+#   TBDFS_FULL_SHARDS    processes side by side (default 4)
+#   TBDFS_FULL_SECONDS   time limit for the runs (default 420)
+#   TBDFS_FULL_DEVICE    default cuda (cpu: rehearse the script here)
+#   TBDFS_FULL_EXTRA     more reproduce.py arguments (e.g. "--compile", "--seeds 0,1",
+#                        "--budget ... --epochs 2" for a rehearsal)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+OUT=${OUT:-/tmp/tbdfs_full_protocol}
+BUDGET=${TBDFS_FULL_BUDGET:-full-recent}
+DATASETS=${TBDFS_FULL_DATASETS:-wikipedia,collegemsg,email-eu,bitcoin-otc,synthetic}
+VARIANTS=${TBDFS_FULL_VARIANTS-tgat,tbdfs,learned-alpha}
+SHARDS=${TBDFS_FULL_SHARDS:-4}
+LIMIT=${TBDFS_FULL_SECONDS:-420}
+DEVICE=${TBDFS_FULL_DEVICE:-cuda}
+EXTRA=${TBDFS_FULL_EXTRA:-}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
+t0=$(date +%s)
+step() { echo "== $(( $(date +%s) - t0 ))s: $*" >&2; }
+
+step "machine"
+nvidia-smi -L >&2 || true
+$PY setup.py --quiet build_ext --inplace >"$OUT/build.log" 2>&1
+build_rc=$?
+[ $build_rc -eq 0 ] || { tail -n 30 "$OUT/build.log" >&2; }
+
+results="$OUT/${BUDGET}_runs.jsonl"
+if [ -f "docs/$BUDGET/results/runs.jsonl" ]; then
+  cp "docs/$BUDGET/results/runs.jsonl" "$results"
+else
+  : >"$results"
+fi
+before=$(wc -l <"$results")
+# Sampler threads per shard: the CPU cores shared out (the GPU does the model).
+threads=$(( $(nproc) / SHARDS )); [ "$threads" -ge 1 ] || threads=1
+variants=${VARIANTS:+--variants $VARIANTS}
+step "$SHARDS shards of budget $BUDGET on $DEVICE, $threads CPU threads each, ${LIMIT}s"
+pids=()
+for i in $(seq 0 $((SHARDS - 1))); do
+  # SIGINT: the runner saves nothing half-done and exits 130.
+  timeout --signal=INT "$LIMIT" $PY examples/reproduce.py --budget "$BUDGET" \
+    --datasets "$DATASETS" $variants --device "$DEVICE" --threads "$threads" \
+    --shard "$i/$SHARDS" --results "$results" --no-report --no-progress $EXTRA \
+    >"$OUT/shard$i.log" 2>&1 &
+  pids+=($!)
+done
+rcs=()
+for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
+after=$(wc -l <"$results")
+grep -h "^done \|FAILED" "$OUT"/shard*.log >&2 || true
+step "finished"
+$PY - "$results" "$before" "$after" "$build_rc" "${rcs[*]}" "$BUDGET" "$DEVICE" <<'EOF'
+import json, sys
+path, before, after, build_rc, rcs, budget, device = sys.argv[1:]
+runs = [json.loads(x) for x in open(path) if x.strip()]
+new = runs[int(before):]
+print(json.dumps({
+    "budget": budget, "device": device, "build_rc": int(build_rc),
+    "shard_rcs": [int(x) for x in rcs.split()], "runs_before": int(before),
+    "runs_after": int(after), "results": path,
+    "new_runs": [{"run": f"{r['dataset']}/{r['variant']}/seed{r['seed']}",
+                  "test_ap": round(r["test"]["transductive"]["ap"], 4),
+                  "epochs": r["epochs_run"], "best": r["best_epoch"],
+                  "wall_s": round(r["wall_seconds"], 1)} for r in new]}))
+EOF
