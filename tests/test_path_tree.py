@@ -167,6 +167,42 @@ def test_matches_forward_float32(fanouts, within_path_agg, feat_mode, edge):
     compare(enc, tables, paths, feat, query, rt, edge_feat, project=False)
 
 
+@pytest.mark.parametrize("fanouts", [[3, 2], [2, 3, 2]], ids=lambda f: "x".join(map(str, f)))
+@pytest.mark.parametrize("edge", [False, True])
+@pytest.mark.parametrize("within_path_agg", ["attn", "mean"])
+def test_node_rows_equal_gathered_features(fanouts, edge, within_path_agg):
+    # Node inputs kept per node (NodeRows: the value map once per node, then gathered)
+    # give what the gathered per-instance tensor gives: outputs and every gradient, also
+    # the node table's.  Without edge features the narrow parts are merged into one
+    # product (merge_narrow) and the per-node map is skipped; with them it is used.
+    from tbdfs_dgl.nn import NodeRows
+
+    seed_all(5)
+    blocks, paths, rt = make_tree(5, fanouts, seed=6, empty_roots=(2,))
+    tables = tables_of(blocks, fanouts)
+    enc = make_encoder(within_path_agg, 2, edge=edge)
+    enc.train()
+    g = torch.Generator().manual_seed(7)
+    table = torch.randn(NUM_NODES, NODE_DIM, generator=g, requires_grad=True)
+    index = torch.randint(0, NUM_NODES, (tables[0].num_src,), generator=g)
+    _, query, edge_feat = inputs(len(fanouts), tables[0].num_src, 5, "none", edge,
+                                 torch.float32)
+    weight = torch.randn(5, 1, 12, generator=g)
+    results = []
+    for form in ("rows", "gathered"):
+        feat = NodeRows(table, index) if form == "rows" else table[index]
+        out, mask = enc._encode_tree(tables, feat, query, rt, edge_feat, False)
+        loss = (out * weight * mask.unsqueeze(-1)).sum()
+        params = [table] + list(enc.parameters())
+        gs = torch.autograd.grad(loss, params, allow_unused=True)  # fc2 is not used
+        results.append((out, [torch.zeros_like(p) if x is None else x
+                              for x, p in zip(gs, params)]))
+    (a, ga), (b, gb) = results
+    assert torch.allclose(a, b, rtol=1e-5, atol=1e-6 * b.abs().max().item())
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, rtol=1e-4, atol=1e-5 * max(1.0, y.abs().max().item()))
+
+
 @pytest.mark.parametrize("fanouts", [[3], [3, 2]], ids=lambda f: "x".join(map(str, f)))
 def test_batch_of_one_and_no_history(fanouts):
     seed_all(3)

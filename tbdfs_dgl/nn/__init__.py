@@ -3,12 +3,12 @@ link scorer.
 
 Pure PyTorch/DGL: importing them does not need the compiled sampler.
 """
-from ._common import masked_softmax
+from ._common import NodeRows, masked_softmax
 from .link_scorer import LinkScorer
 from .path_aggregator import PathAggregator
 from .path_encoder import PathEncoder
 from .temporal_attention import TemporalAttentionConv
 from .time_encoder import TimeEncoder
 
-__all__ = ["LinkScorer", "PathAggregator", "PathEncoder", "TemporalAttentionConv",
+__all__ = ["LinkScorer", "NodeRows", "PathAggregator", "PathEncoder", "TemporalAttentionConv",
            "TimeEncoder", "masked_softmax"]

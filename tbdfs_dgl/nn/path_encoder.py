@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._deprecation import renamed_kwargs
-from ._common import (AGG_MODES, WIDTH_RENAMES, check_heads, masked_softmax, reset_attention,
-                      resolve_time_encoder)
+from ._common import (AGG_MODES, WIDTH_RENAMES, NodeRows, check_heads, masked_softmax,
+                      reset_attention, resolve_time_encoder)
 from ._slots import SlotScores, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
 
@@ -448,11 +448,14 @@ class PathEncoder(nn.Module):
             prod(k_h)`` slots, slot ``p``'s child choice at hop ``h`` being digit ``h`` of
             ``p`` in mixed radix with hop 0 most significant (the sampler's path layout
             when the tables are as wide as its fanouts).
-        feat : torch.Tensor or sequence of torch.Tensor or None
+        feat : torch.Tensor or NodeRows or sequence of torch.Tensor or None
             Node features of the sampled instances: one ``[N, in_dim]`` tensor indexed by
-            source positions (valid in every layer, e.g. ``layers[0]``'s sources), or ``L``
-            tensors where ``feat[h]`` is indexed by the source positions of hop ``h``'s
-            table ``layers[L - 1 - h]`` (the instances reached at hop ``h + 1``).  ``None``
+            source positions (valid in every layer, e.g. ``layers[0]``'s sources), the same
+            as a :class:`~tbdfs_dgl.nn.NodeRows` (``table[index]`` with ``index`` the
+            positions' node ids: the value map is then applied once per node and
+            gathered, cheaper when instances outnumber nodes), or ``L`` tensors where
+            ``feat[h]`` is indexed by the source positions of hop ``h``'s table
+            ``layers[L - 1 - h]`` (the instances reached at hop ``h + 1``).  ``None``
             stands for all-zero node inputs, whose terms are skipped.
         query_feat : torch.Tensor
             ``[B, in_dim]`` features :math:`h_i` of the roots.
@@ -520,7 +523,11 @@ class PathEncoder(nn.Module):
         tables = list(layers)[::-1]  # hop order: tables[h] is hop h
         if tables[0].num_dst < B:
             raise ValueError(f"layers[-1] has {tables[0].num_dst} destinations for {B} roots")
-        per_hop_feat = feat is not None and not isinstance(feat, torch.Tensor)
+        per_hop_feat = feat is not None and not isinstance(feat, (torch.Tensor, NodeRows))
+        # Node rows given per node (the model's h^(0)): their value projection once per
+        # node, gathered per instance below, instead of a GEMM over every instance.
+        node_v = (F.linear(feat.table, self.fc_v.weight[:, :D])
+                  if isinstance(feat, NodeRows) and D else None)
         if per_hop_feat and len(feat) != L:
             raise ValueError(f"feat has {len(feat)} per-hop tensors, layers have {L} hops")
         use_edge = False
@@ -585,8 +592,13 @@ class PathEncoder(nn.Module):
             c_mask = table.mask[pos] & present.unsqueeze(-1)
             flat = child.reshape(-1)
             parts = []
+            node_ids = None
             # index_select: the row gather CPU kernels do fastest (2-4x aten::index here).
-            if feat is not None:
+            if isinstance(feat, NodeRows):
+                node_ids = feat.index.index_select(0, flat)
+                parts.append((feat.table.index_select(0, node_ids).view(B, n * k, D),
+                              slice(0, D)))
+            elif feat is not None:
                 f = feat[h] if per_hop_feat else feat
                 parts.append((f.index_select(0, flat).view(B, n * k, D), slice(0, D)))
             if use_edge:
@@ -608,10 +620,15 @@ class PathEncoder(nn.Module):
             # no copy, and no gradient is formed for a part that needs none (raw edge
             # features).
             v = s = None
-            for x, c in parts:
+            # (unless merge_narrow joined the node part with the others)
+            per_node = node_v is not None and parts[0][1] == slice(0, D)
+            if per_node:
+                v = node_v.index_select(0, node_ids)
+            for i, (x, c) in enumerate(parts):
                 x2 = x.reshape(B * n * k, -1)
                 w_c = self.fc_v.weight[:, c]
-                v = _rows_linear(x2, w_c, v)
+                if not (per_node and i == 0):
+                    v = _rows_linear(x2, w_c, v)
                 if attn:
                     # [B, n·k, w] x [B, H, w]: the layer's score product, whose backward
                     # avoids the slow CPU batched-GEMM shapes of autograd's bmm.

@@ -15,13 +15,14 @@ from torch import nn
 from .._deprecation import renamed_kwargs
 from .._dgl import require_dgl
 from ..batch import LayerTable
-from ._common import WIDTH_RENAMES, check_heads, reset_attention, resolve_time_encoder
+from ._common import (WIDTH_RENAMES, NodeRows, check_heads, reset_attention,
+                      resolve_time_encoder)
 from ._slots import SlotAverage, SlotScores, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
 
 __all__ = ["TemporalAttentionConv"]
 
-Feat = Optional[Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]]
+Feat = Optional[Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor], NodeRows]]
 
 
 def _as_pair(value: Any) -> Tuple[Any, Any]:
@@ -209,10 +210,12 @@ class TemporalAttentionConv(nn.Module):
         graph : LayerTable or DGLGraph
             A :class:`~tbdfs_dgl.batch.LayerTable` (torch only), a DGL block (destination
             nodes are the first ``num_dst_nodes()`` sources) or a homogeneous DGL graph.
-        feat : torch.Tensor or pair of torch.Tensor or None
+        feat : torch.Tensor or pair of torch.Tensor or NodeRows or None
             Source features ``[N_src, in_src]`` (the destinations are the first ``N_dst``
-            sources), or ``(src, dst)`` features.  ``None`` stands for all-zero node inputs
-            (a featureless graph's first layer): the same result, without the node terms.
+            sources), the same as a :class:`~tbdfs_dgl.nn.NodeRows` (rows gathered from a
+            per-node table, gradients summed per node), or ``(src, dst)`` features.
+            ``None`` stands for all-zero node inputs (a featureless graph's first layer):
+            the same result, without the node terms.
         edge_feat : torch.Tensor, optional
             On a table: ``[N_dst, k, edge_dim]``, already gathered per slot (masked slots
             may hold any finite value).  On a graph: ``[E, edge_dim]`` aligned with its
@@ -229,6 +232,8 @@ class TemporalAttentionConv(nn.Module):
         """
         if isinstance(graph, LayerTable):
             return self._forward_table(graph, feat, edge_feat, dt)
+        if isinstance(feat, NodeRows):
+            feat = feat.gather()
         if feat is None:
             return self._forward_without_node_inputs(graph, edge_feat, dt)
         return self._forward_graph(graph, feat, edge_feat, dt)
@@ -318,14 +323,20 @@ class TemporalAttentionConv(nn.Module):
             hidden = F.relu(F.linear(agg.reshape(num_dst, -1), w1, self.fc1.bias))
             return self.fc2(self.feat_drop(hidden))
 
-        h_src, h_dst = _dense_feat_pair(feat, num_dst)
+        if isinstance(feat, NodeRows):
+            # Rows read straight from the node table: their gradients are summed per node,
+            # with no per-instance tensor in between.
+            h_dst = feat.head(num_dst)
+            h_nbr = feat.gather(table.nbr.reshape(-1)).view(num_dst, k, -1)
+        else:
+            h_src, h_dst = _dense_feat_pair(feat, num_dst)
+            # index_select (backward: index_add_) rather than h_src[nbr] (backward: an
+            # accumulating index_put_, which sorts on CUDA); padding slots read source 0
+            # and get zero weight.
+            h_nbr = torch.index_select(h_src, 0, table.nbr.reshape(-1)).view(num_dst, k, -1)
         q = F.linear(h_dst, self.fc_q.weight[:, :Dd])
         if T:
             q = q + F.linear(phi0, self.fc_q.weight[:, Dd:])
-        # index_select (backward: index_add_) rather than h_src[nbr] (backward: an
-        # accumulating index_put_, which sorts on CUDA); padding slots read source 0 and
-        # get zero weight.
-        h_nbr = torch.index_select(h_src, 0, table.nbr.reshape(-1)).view(num_dst, k, -1)
         parts = merge_narrow([(h_nbr, slice(0, D))] + parts)
         # The query pulled back to key-input space, q~ = W_K^T q: [N_dst, H, D + E + T].
         q_pull = torch.einsum("nhd,hdw->nhw", q.view(num_dst, H, dk), wk)
