@@ -385,8 +385,12 @@ class TBDFSModel(nn.Module):
         return self._dfs(batch, hs, self._layer_edge_inputs(batch, edge_feat))
 
     def _dfs(self, batch: "TemporalBatch", hs: List[Union[torch.Tensor, NodeRows]],
-             xs: List[Optional[torch.Tensor]], get_attention: bool = False) -> tuple:
-        """The path branch (``hs[0]`` may be a :class:`~tbdfs_dgl.nn.NodeRows`)."""
+             xs: List[Optional[torch.Tensor]], get_attention: bool = False,
+             edge_feat: Optional[torch.Tensor] = None) -> tuple:
+        """The path branch (``hs[0]`` may be a :class:`~tbdfs_dgl.nn.NodeRows`); the path
+        encoder reads the interactions' rows from ``edge_feat`` where given and on the
+        batch's device (it then projects each distinct interaction once), else from the
+        per-slot ``xs``."""
         L, B = self.num_layers, batch.num_roots
         if self.path_inputs == "raw":
             # Without node inputs h^(0) is all zeros: skip its (wide) share of the work.
@@ -398,6 +402,9 @@ class TBDFSModel(nn.Module):
             per_hop = [x.gather() if isinstance(x, NodeRows) else x for x in hs[:L]]
             feat, query = [per_hop[L - 1 - h] for h in range(L)], per_hop[L - 1][:B]
         edge = xs if self.edge_dim else None
+        if (self.edge_dim and edge_feat is not None
+                and edge_feat.device == batch.root_times.device):
+            edge = edge_feat
         # The model owns both path modules: the encoder stops before its last linear map
         # (project=False) and the aggregator applies it once per root instead of once per
         # path (the same result).
@@ -444,7 +451,7 @@ class TBDFSModel(nn.Module):
         h_bfs = hs[-1]
         if not self.uses_dfs:
             return (h_bfs, PathAttention.bfs_only(h_bfs)) if get_attention else h_bfs
-        dfs = self._dfs(batch, hs, xs, get_attention)
+        dfs = self._dfs(batch, hs, xs, get_attention, edge_feat)
         h_dfs, has_path = dfs[0], dfs[1]
         # No path means no history: DFS has nothing to add, fall back on the BFS embedding.
         h_dfs = torch.where(has_path, h_dfs, h_bfs)

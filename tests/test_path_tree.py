@@ -203,6 +203,52 @@ def test_node_rows_equal_gathered_features(fanouts, edge, within_path_agg):
         assert torch.allclose(x, y, rtol=1e-4, atol=1e-5 * max(1.0, y.abs().max().item()))
 
 
+@pytest.mark.parametrize("fanouts", [[3, 2], [2, 3, 2]], ids=lambda f: "x".join(map(str, f)))
+@pytest.mark.parametrize("node_rows", [False, True])
+def test_distinct_edge_projection_equals_per_slot(monkeypatch, fanouts, node_rows):
+    # Wide edge maps on a CPU project each distinct interaction once and gather
+    # (_dedupe_edges); forced on and off on the same inputs, outputs and every gradient
+    # (the edge table's too, made learnable here) agree.
+    from tbdfs_dgl.nn import NodeRows
+    from tbdfs_dgl.nn import path_encoder as pe_mod
+
+    seed_all(8)
+    blocks, paths, rt = make_tree(5, fanouts, seed=9, empty_roots=(1,))
+    tables = tables_of(blocks, fanouts)
+    torch.manual_seed(0)
+    enc = PathEncoder(NODE_DIM, 16, 2, edge_dim=EDGE_DIM, time_encoder=TimeEncoder(TIME_DIM))
+    g = torch.Generator().manual_seed(3)
+    edge_feat = torch.randn(NUM_EDGES, EDGE_DIM, generator=g, requires_grad=True)
+    table = torch.randn(NUM_NODES, NODE_DIM, generator=g, requires_grad=True)
+    index = torch.randint(0, NUM_NODES, (tables[0].num_src,), generator=g)
+    feat = NodeRows(table, index) if node_rows else table[index]
+    query = torch.randn(5, NODE_DIM, generator=g)
+    weight = torch.randn(5, 1, 16, generator=g)
+    results = []
+    for dedupe in (True, False):
+        monkeypatch.setattr(pe_mod, "_dedupe_edges", lambda *a, d=dedupe: d)
+        out, mask = enc._encode_tree(tables, feat, query, rt, edge_feat, False)
+        params = [edge_feat, table] + list(enc.parameters())
+        # (the gathered feat's graph is shared by both passes: keep it for the second)
+        gs = torch.autograd.grad((out * weight * mask.unsqueeze(-1)).sum(), params,
+                                 allow_unused=True, retain_graph=not node_rows)
+        results.append((out, [torch.zeros_like(p) if x is None else x
+                              for x, p in zip(gs, params)]))
+    (a, ga), (b, gb) = results
+    assert torch.allclose(a, b, rtol=1e-5, atol=1e-6 * b.abs().max().item())
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, rtol=1e-4, atol=1e-5 * max(1.0, y.abs().max().item()))
+
+
+def test_dedupe_rule():  # wide maps, on a CPU, outside autocast only
+    from tbdfs_dgl.nn.path_encoder import _dedupe_edges
+
+    cpu = torch.zeros(3, 172)
+    assert _dedupe_edges(cpu, 172, 172) and not _dedupe_edges(cpu, 4, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not _dedupe_edges(cpu, 172, 172)
+
+
 @pytest.mark.parametrize("fanouts", [[3], [3, 2]], ids=lambda f: "x".join(map(str, f)))
 def test_batch_of_one_and_no_history(fanouts):
     seed_all(3)

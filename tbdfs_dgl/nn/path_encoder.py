@@ -11,6 +11,7 @@ from torch import nn
 from .._deprecation import renamed_kwargs
 from ._common import (AGG_MODES, WIDTH_RENAMES, NodeRows, check_heads, masked_softmax,
                       reset_attention, resolve_time_encoder)
+from ._compile import compiling
 from ._slots import SlotScores, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
 
@@ -176,6 +177,14 @@ def _dot_per_parent(grad: torch.Tensor, out_par: torch.Tensor) -> torch.Tensor:
 
 # Head width up to which _Combine works one head column at a time (on a CPU).
 _NARROW_HEAD = 8
+
+
+def _dedupe_edges(edge_feat: torch.Tensor, width: int, out_dim: int) -> bool:
+    """Whether to project edge rows once per distinct interaction: on a CPU (elsewhere the
+    data-dependent ``unique`` would synchronise, and break ``torch.compile``'s static
+    shapes), for maps wide enough that the GEMM rows saved outweigh the sort."""
+    return (edge_feat.device.type == "cpu" and width * out_dim >= 1024
+            and not torch.is_autocast_cpu_enabled() and not compiling())
 
 
 def _narrow(v: torch.Tensor) -> bool:
@@ -601,11 +610,21 @@ class PathEncoder(nn.Module):
             elif feat is not None:
                 f = feat[h] if per_hop_feat else feat
                 parts.append((f.index_select(0, flat).view(B, n * k, D), slice(0, D)))
+            edge_rows = None
             if use_edge:
                 if per_slot_edge:
                     x = edge_feat[L - 1 - h].index_select(0, pos.reshape(-1))  # [B·n, k, E]
                 else:
-                    x = edge_feat.index_select(0, table.eid[pos].clamp(min=0).reshape(-1))
+                    eids = table.eid[pos].clamp(min=0).reshape(-1)
+                    if _dedupe_edges(edge_feat, E, self._out_dim):
+                        # A batch reaches each interaction many times (Wikipedia, [20, 20]:
+                        # ~46k distinct among ~200k slots of hop 2): the value map once
+                        # per distinct interaction, then gathered.
+                        uniq, inv = torch.unique(eids, return_inverse=True)
+                        x_u = edge_feat.index_select(0, uniq).to(wdtype)
+                        x, edge_rows = x_u.index_select(0, inv), (x_u, inv)
+                    else:
+                        x = edge_feat.index_select(0, eids)
                 parts.append((x.reshape(B, n * k, E).to(wdtype), slice(D, D + E)))
             if T:
                 # Gap to the ROOT's time (as forward), in float64 until the encoder.
@@ -627,7 +646,14 @@ class PathEncoder(nn.Module):
             for i, (x, c) in enumerate(parts):
                 x2 = x.reshape(B * n * k, -1)
                 w_c = self.fc_v.weight[:, c]
-                if not (per_node and i == 0):
+                if per_node and i == 0:
+                    pass  # gathered above
+                elif edge_rows is not None and c == slice(D, D + E):
+                    v_e = F.linear(edge_rows[0], w_c).index_select(0, edge_rows[1])
+                    # In place on a fresh gather (index_select keeps no output for
+                    # its backward): no third tensor of v's size.
+                    v = v_e if v is None else v.add_(v_e)
+                else:
                     v = _rows_linear(x2, w_c, v)
                 if attn:
                     # [B, n·k, w] x [B, H, w]: the layer's score product, whose backward

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._compile import compiling
 from ._native import native
 
 __all__ = ["TIME_ENCODINGS", "TimeEncoder", "TimeEncodingRangeError", "reduce_phase",
@@ -225,13 +226,6 @@ DEVICE_PHASE_LIMIT = 2.0**29
 class TimeEncodingRangeError(ValueError):
     """A time gap times a frequency reached the range where the GPU / compiled time
     encoding is no longer exact (``|w·Δt| >= 2**29`` rad)."""
-
-
-def _compiling() -> bool:
-    check = getattr(torch.compiler, "is_compiling", None)
-    if check is None:  # torch < 2.3
-        check = torch._dynamo.is_compiling
-    return bool(check())
 
 
 def _fixed_pairs(dt: torch.Tensor, weight: torch.Tensor,
@@ -473,7 +467,7 @@ class TimeEncoder(nn.Module):
         if not self.use_time:
             return torch.zeros(*dt.shape, self.time_dim, device=dt.device)
         dt = dt.to(torch.float64)
-        exact = dt.device.type == "cpu" and not _compiling()  # exact for any phase
+        exact = dt.device.type == "cpu" and not compiling()  # exact for any phase
         if self.encoding == "cos_phase":
             out, exceeded = _CosPhase.apply(dt, self.weight, self.bias, not exact)
         else:
