@@ -281,10 +281,14 @@ class TBDFSModel(nn.Module):
         if rows <= nids.shape[0]:
             # h^(0) depends on the node alone, and a batch holds more instances than the
             # graph has nodes (e.g. 252k instances of 9k Wikipedia nodes at [20, 20]):
-            # project every node once and gather, instead of once per instance; the path
-            # encoder keeps the per-node form for its own projection.
+            # project every node once and gather, instead of once per instance.
             table = self._node_table(node_feat, device)
-            return NodeRows(self.node_proj(table), nids)
+            rows_h0 = NodeRows(self.node_proj(table), nids)
+            # On a CPU the layers and the path encoder then read rows from the node table
+            # (measured faster).  Elsewhere the gathered tensor, as before: the summed
+            # gradients would be atomic adds into few rows (hub nodes), not measured on a
+            # GPU.
+            return rows_h0 if device.type == "cpu" else rows_h0.gather()
         parts = []
         if self.node_dim:
             # Features may live on another device (e.g. CPU tables for a GPU model).

@@ -12,7 +12,7 @@ from .._deprecation import renamed_kwargs
 from ._common import (AGG_MODES, WIDTH_RENAMES, NodeRows, check_heads, masked_softmax,
                       reset_attention, resolve_time_encoder)
 from ._compile import compiling
-from ._slots import SlotScores, merge_narrow, slot_product
+from ._slots import SlotScores, autocast_dtype, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
 
 if TYPE_CHECKING:  # the batch types are only needed for annotations
@@ -100,7 +100,7 @@ def _rows_linear(x: torch.Tensor, weight: torch.Tensor,
     r = 4
     b, a = weight.shape
     if (x.device.type != "cpu" or b > 8 or a > 16 or x.shape[0] % r
-            or torch.is_autocast_cpu_enabled()):
+            or autocast_dtype("cpu") is not None):
         return F.linear(x, weight) if acc is None else torch.addmm(acc, x, weight.t())
     eye = torch.eye(r, dtype=weight.dtype, device=weight.device)
     w_blk = (eye[:, None, :, None] * weight[None, :, None, :]).reshape(r * b, r * a)
@@ -184,7 +184,7 @@ def _dedupe_edges(edge_feat: torch.Tensor, width: int, out_dim: int) -> bool:
     data-dependent ``unique`` would synchronise, and break ``torch.compile``'s static
     shapes), for maps wide enough that the GEMM rows saved outweigh the sort."""
     return (edge_feat.device.type == "cpu" and width * out_dim >= 1024
-            and not torch.is_autocast_cpu_enabled() and not compiling())
+            and autocast_dtype("cpu") is None and not compiling())
 
 
 def _narrow(v: torch.Tensor) -> bool:
