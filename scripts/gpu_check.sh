@@ -12,20 +12,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/tbdfs_gpu_check}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-export PYTHONUNBUFFERED=1
-t0=$(date +%s)
-step() { echo "== $(( $(date +%s) - t0 ))s: $*" >&2; }
-
-step "machine"
-nvidia-smi -L >&2 || true
-$PY -c 'import sys, torch, numpy; print(sys.version.split()[0], "torch", torch.__version__, "numpy", numpy.__version__, "cuda", torch.cuda.is_available())' >&2
-
-step "build the extension"
-$PY setup.py --quiet build_ext --inplace >"$OUT/build.log" 2>&1
-build_rc=$?
-[ $build_rc -eq 0 ] || tail -n 30 "$OUT/build.log" >&2
+. scripts/gpu_common.sh
+machine_and_build
 
 step "CUDA tests (and the no-DGL tests)"
 timeout 200 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_without_dgl.py \

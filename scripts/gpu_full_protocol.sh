@@ -32,17 +32,8 @@ SHARDS=${TBDFS_FULL_SHARDS:-4}
 LIMIT=${TBDFS_FULL_SECONDS:-420}
 DEVICE=${TBDFS_FULL_DEVICE:-cuda}
 EXTRA=${TBDFS_FULL_EXTRA:-}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-export PYTHONUNBUFFERED=1
-t0=$(date +%s)
-step() { echo "== $(( $(date +%s) - t0 ))s: $*" >&2; }
-
-step "machine"
-nvidia-smi -L >&2 || true
-$PY setup.py --quiet build_ext --inplace >"$OUT/build.log" 2>&1
-build_rc=$?
-[ $build_rc -eq 0 ] || { tail -n 30 "$OUT/build.log" >&2; }
+. scripts/gpu_common.sh
+machine_and_build
 
 results="$OUT/${BUDGET}_runs.jsonl"
 if [ -f "docs/$BUDGET/results/runs.jsonl" ]; then

@@ -191,13 +191,23 @@ def test_node_rows_equal_gathered_features(fanouts, edge, within_path_agg):
     results = []
     for form in ("rows", "gathered"):
         feat = NodeRows(table, index) if form == "rows" else table[index]
-        out, mask = enc._encode_tree(tables, feat, query, rt, edge_feat, False)
-        loss = (out * weight * mask.unsqueeze(-1)).sum()
-        params = [table] + list(enc.parameters())
-        gs = torch.autograd.grad(loss, params, allow_unused=True)  # fc2 is not used
-        results.append((out, [torch.zeros_like(p) if x is None else x
-                              for x, p in zip(gs, params)]))
-    (a, ga), (b, gb) = results
+        results.append(_tree_and_grads(enc, tables, feat, query, rt, edge_feat, weight,
+                                       [table]))
+    _check_same_tree(*results)
+
+
+def _tree_and_grads(enc, tables, feat, query, rt, edge_feat, weight, inputs, retain=False):
+    """``_encode_tree`` (before fc2) and the gradients of a weighted sum of it with respect
+    to ``inputs`` and the encoder's parameters (zeros for unused ones, e.g. fc2)."""
+    out, mask = enc._encode_tree(tables, feat, query, rt, edge_feat, False)
+    params = list(inputs) + list(enc.parameters())
+    gs = torch.autograd.grad((out * weight * mask.unsqueeze(-1)).sum(), params,
+                             allow_unused=True, retain_graph=retain)
+    return out, [torch.zeros_like(p) if x is None else x for x, p in zip(gs, params)]
+
+
+def _check_same_tree(first, second):
+    (a, ga), (b, gb) = first, second
     assert torch.allclose(a, b, rtol=1e-5, atol=1e-6 * b.abs().max().item())
     for x, y in zip(ga, gb):
         assert torch.allclose(x, y, rtol=1e-4, atol=1e-5 * max(1.0, y.abs().max().item()))
@@ -227,17 +237,10 @@ def test_distinct_edge_projection_equals_per_slot(monkeypatch, fanouts, node_row
     results = []
     for dedupe in (True, False):
         monkeypatch.setattr(pe_mod, "_dedupe_edges", lambda *a, d=dedupe: d)
-        out, mask = enc._encode_tree(tables, feat, query, rt, edge_feat, False)
-        params = [edge_feat, table] + list(enc.parameters())
         # (the gathered feat's graph is shared by both passes: keep it for the second)
-        gs = torch.autograd.grad((out * weight * mask.unsqueeze(-1)).sum(), params,
-                                 allow_unused=True, retain_graph=not node_rows)
-        results.append((out, [torch.zeros_like(p) if x is None else x
-                              for x, p in zip(gs, params)]))
-    (a, ga), (b, gb) = results
-    assert torch.allclose(a, b, rtol=1e-5, atol=1e-6 * b.abs().max().item())
-    for x, y in zip(ga, gb):
-        assert torch.allclose(x, y, rtol=1e-4, atol=1e-5 * max(1.0, y.abs().max().item()))
+        results.append(_tree_and_grads(enc, tables, feat, query, rt, edge_feat, weight,
+                                       [edge_feat, table], retain=not node_rows))
+    _check_same_tree(*results)
 
 
 def test_dedupe_rule():  # wide maps, on a CPU, outside autocast only
