@@ -112,9 +112,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="torch.compile the model (batches padded to fixed shapes)")
     t.add_argument("--amp", choices=["bf16"], default=None,
                    help="autocast the model's matrix products to bfloat16")
-    t.add_argument("--train-negatives", choices=["all", "active"], default="active",
-                   help="training negatives among all training destinations (TGAT) or only "
-                        "those active before the batch (docs/learning_efficiency.md)")
+    t.add_argument("--train-negatives", choices=["all", "active"], default="all",
+                   help="training negatives among all training destinations (TGAT's, the "
+                        "default) or only those active before the batch (faster in the "
+                        "first steps, worse over epochs: docs/learning_efficiency.md)")
     t.add_argument("--max-batches", type=int, default=None,
                    help="cap batches per epoch and per evaluation (smoke runs)")
     t.add_argument("--train-batches", type=int, default=None,

@@ -62,11 +62,13 @@ class TrainConfig:
     # (per train/eval mode) instead of once per batch.
     compile: bool = False
     amp: Optional[str] = None  # 'bf16': autocast the model's matrix products to bfloat16
-    # Training negatives among all training destinations ('all': TGAT's protocol, release
-    # 0.1) or only those that interacted before the batch ('active', the default): early
-    # batches then cannot be solved by "has any history" alone
-    # (docs/learning_efficiency.md).  Evaluation negatives are unaffected.
-    train_negatives: str = "active"
+    # Training negatives among all training destinations ('all', the default: TGAT's and
+    # DyGLib's protocol) or only those that interacted before the batch ('active'): then
+    # the first batches of a stream cannot be solved by "has any history" alone, which
+    # helps the first ~40 steps, but over whole epochs 'all' is 3-5 points of validation
+    # AP better (CollegeMsg, 2 seeds; docs/learning_efficiency.md, section 10.3).
+    # Evaluation negatives are unaffected.
+    train_negatives: str = "all"
     progress: bool = True
     retain_memory: bool = False  # process-wide malloc tuning; see the class docstring
     # Evaluation negatives (validation and test): DyGLib's 'random', 'historical' or
