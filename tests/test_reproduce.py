@@ -420,3 +420,17 @@ def test_runner_works_without_dgl(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "RC 0" in proc.stdout
     assert len(_lines(tmp_path / "results" / "runs.jsonl")) == 2
+
+
+def test_code_version_warning_only_when_the_package_differs(tmp_path):
+    def rec(seed, commit, sha):
+        r = _curve_record("synthetic", "tgat", seed, [0.6, 0.7])
+        r["code"] = {"git_commit": commit, "git_dirty": False, "package_sha": sha}
+        return r
+
+    same = R.render_markdown(R.Results([rec(0, "a1", "s1"), rec(1, "b2", "s1")], "full"),
+                             5, "runs.jsonl", "a.png", "b.png")
+    assert "Code versions" in same and "different versions" not in same
+    other = R.render_markdown(R.Results([rec(0, "a1", "s1"), rec(1, "b2", "s2")], "full"),
+                              5, "runs.jsonl", "a.png", "b.png")
+    assert "different versions of the package" in other

@@ -305,7 +305,8 @@ def _settings_section(res: Results) -> str:
                      "of tbdfs_dgl's Python sources): " + "; ".join(
                          f"`{c}`{' + local changes' if dirty else ''} / `{sha}`: {n} runs"
                          for (c, dirty, sha), n in codes.items()))
-        if len(codes) > 1:
+        # Commits that differ outside the package (docs, examples) change nothing here.
+        if len({sha for _, _, sha in codes}) > 1:
             lines.append("\n**Warning**: the runs come from different versions of the package "
                          "code; differences between methods may partly be code changes.")
         lines.append("\nMachines (host, CPUs, torch threads, model device): " + "; ".join(
