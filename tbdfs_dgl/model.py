@@ -393,8 +393,8 @@ class TBDFSModel(nn.Module):
              edge_feat: Optional[torch.Tensor] = None) -> tuple:
         """The path branch (``hs[0]`` may be a :class:`~tbdfs_dgl.nn.NodeRows`); the path
         encoder reads the interactions' rows from ``edge_feat`` where given and on the
-        batch's device (it then projects each distinct interaction once), else from the
-        per-slot ``xs``."""
+        batch's device (on a CPU it then projects each distinct interaction once), else
+        from the per-slot ``xs``."""
         L, B = self.num_layers, batch.num_roots
         if self.path_inputs == "raw":
             # Without node inputs h^(0) is all zeros: skip its (wide) share of the work.
