@@ -7,10 +7,12 @@ and without ``--retain-memory``, the two alternating in ABBA order so that load 
 processes falls on both alike.  Per child: ms per training step (sampling, forward,
 backward, Adam), peak RSS, minor page faults and system CPU seconds (from ``os.wait4``).
 
-Example (the figures quoted in ``TrainConfig``'s docstring)::
+Examples (the figures quoted in ``TrainConfig``'s docstring)::
 
-    PYTHONPATH=. .venv/bin/python examples/benchmark_malloc.py --rounds 6 \\
-        -- --settings defaults --variants tbdfs --batches 6 --warmup 2
+    PYTHONPATH=. .venv/bin/python examples/benchmark_malloc.py --rounds 2 \\
+        -- --settings official172 --variants tbdfs --batches 3 --warmup 1
+    PYTHONPATH=. .venv/bin/python examples/benchmark_malloc.py --rounds 3 \\
+        -- --settings defaults --variants tbdfs --batches 8 --warmup 2
 
 Arguments after ``--`` go to ``benchmark_model.py``.
 """

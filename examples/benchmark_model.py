@@ -190,6 +190,9 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
                 "ms_per_batch": ms,
                 "ms_per_batch_min": 1e3 * min(per_batch[c]),
                 "ms_per_batch_max": 1e3 * max(per_batch[c]),
+                # Rounds alternate between configurations, so round r of two of them
+                # ran under about the same load: their per-round ratio is the fair one.
+                "ms_per_batch_rounds": [1e3 * x for x in per_batch[c]],
                 "sampling_ms_per_batch": 1e3 * statistics.median(sampling[c]),
                 "epoch_batches": epoch_batches,
                 "s_per_epoch": ms * epoch_batches / 1e3,
@@ -204,6 +207,24 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
             "versions": {"torch": torch.__version__, "python": platform.python_version(),
                          "numpy": np.__version__},
             "results": rows}
+
+
+def speedup_rows(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The dgl/dense ratio of every (setting, variant) measured with both implementations,
+    round by round (rounds alternate the configurations, so each ratio compares two runs
+    made under about the same load): median, min and max over rounds."""
+    by_key = {(r["setting"], r["variant"], r["impl"]): r for r in results}
+    out = []
+    for (s, v, impl), dense in by_key.items():
+        dgl = by_key.get((s, v, "dgl"))
+        if impl != "dense" or dgl is None:
+            continue
+        ratios = [b / a for a, b in zip(dense["ms_per_batch_rounds"],
+                                        dgl["ms_per_batch_rounds"])]
+        out.append({"setting": s, "variant": v, "speedup": statistics.median(ratios),
+                    "speedup_min": min(ratios), "speedup_max": max(ratios),
+                    "speedup_rounds": ratios})
+    return out
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -222,6 +243,16 @@ def main(argv: Optional[List[str]] = None) -> int:
               f"({r['ms_per_batch_min']:.1f}-{r['ms_per_batch_max']:.1f}) | "
               f"{r['sampling_ms_per_batch']:.1f} | {r['s_per_epoch']:.1f} | "
               f"{r['s_per_official_epoch']:.1f} | {gpu} |")
+    speedups = speedup_rows(doc["results"])
+    if speedups:
+        print("\ndense speed-up over the dgl baseline, per round (same load): "
+              "median (min-max)")
+        print("| setting | variant | dgl / dense |")
+        print("|---|---|---:|")
+        for r in speedups:
+            print(f"| {r['setting']} | {r['variant']} | {r['speedup']:.2f}x "
+                  f"({r['speedup_min']:.2f}-{r['speedup_max']:.2f}) |")
+        doc["speedups"] = speedups
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=1) + "\n")

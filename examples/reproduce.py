@@ -98,6 +98,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     o.add_argument("--eval-candidates", type=int, default=None,
                    help="negatives per positive K (default 1); K > 1 adds MRR and "
                         "Hits@1/3/10 to the results and the report")
+    o.add_argument("--lr", type=float, default=None, help="learning rate")
+    o.add_argument("--time-encoding", default=None,
+                   choices=["cos_sin", "cos_sin_unscaled", "cos_phase"],
+                   help="the model's time encoding (TBDFSModel(time_encoding=))")
+    o.add_argument("--train-negatives", default=None, choices=["all", "active"],
+                   help="training negatives (TrainConfig.train_negatives)")
     p.add_argument("--shard", default=None, metavar="I/N",
                    help="run only every N-th run of the grid, starting at the I-th (0-based): "
                         "N processes with 0/N .. N-1/N (e.g. with --threads 1 each) share the "
@@ -137,7 +143,9 @@ def build(args: argparse.Namespace):
                             max_batches=args.max_batches, max_events=args.max_events,
                             train_batches=args.train_batches, val_events=args.val_events,
                             test_events=args.test_events, eval_negatives=args.eval_negatives,
-                            eval_candidates=args.eval_candidates)
+                            eval_candidates=args.eval_candidates, lr=args.lr,
+                            time_encoding=args.time_encoding,
+                            train_negatives=args.train_negatives)
     if budget.eval_candidates < 1:
         raise SystemExit(f"error: --eval-candidates must be >= 1, got {budget.eval_candidates}")
     datasets = _csv(args.datasets) or list(DATASETS)

@@ -139,7 +139,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         "as its training; writes <save-dir>/eval_metrics.json")
     t.add_argument("--retain-memory", action="store_true",
                    help="tune glibc malloc to keep freed memory (TrainConfig.retain_memory; "
-                        "process-wide)")
+                        "process-wide): ~1.5x faster CPU steps for wide models (width 172), "
+                        "~40%% more peak memory; no gain at the defaults")
     t.add_argument("--save-dir", default="runs/train_wikipedia")
     t.add_argument("--graph-dir", default=None,
                    help="save the sampler graphs here and sample from memory-mapped copies "

@@ -10,6 +10,7 @@ import sys
 _M_TRIM_THRESHOLD = -1
 _M_TOP_PAD = -2
 _M_MMAP_THRESHOLD = -3
+_M_MMAP_MAX = -4
 
 _applied = False
 
@@ -17,14 +18,16 @@ _applied = False
 def retain_freed_memory() -> bool:
     """Tune glibc's malloc so that batch-sized tensors are reused instead of re-faulted.
 
-    Raises the mmap threshold to glibc's maximum (32 MiB), grows the heap in 256 MiB steps
-    and never trims it.  The process keeps its peak heap, in exchange for far fewer page
-    faults: measured here, 5 training batches of the official width-172 setting took 38 s
-    instead of 60 s, with system time down from 106 s to 24 s.  A later A/B in alternating
-    processes (``examples/benchmark_malloc.py``) did not reproduce a gain in step time beyond
-    the spread, so the trainer applies it only on request
-    (:class:`~tbdfs_dgl.linkpred.TrainConfig`'s ``retain_memory``, whose docstring has the
-    figures).  No-op (returns ``False``) off glibc.  Idempotent.
+    Serves every block from the heap (no ``mmap``: glibc maps blocks above its threshold,
+    at most 32 MiB, afresh on each allocation and faults every page in again), grows the
+    heap in 256 MiB steps and never trims it.  The process keeps its peak heap and some
+    fragmentation, in exchange for far fewer page faults: measured in alternating
+    processes (``examples/benchmark_malloc.py``, figures in
+    :class:`~tbdfs_dgl.linkpred.TrainConfig`'s docstring), the official width-172 training
+    step is about 1.5x faster, with about 40% more peak RSS; at the defaults, whose
+    tensors stay below 32 MiB, no gain beyond the spread.  So the trainer applies it only
+    on request (``TrainConfig.retain_memory``).  No-op (returns ``False``) off glibc.
+    Idempotent.
     """
     global _applied
     if _applied:
@@ -38,6 +41,10 @@ def retain_freed_memory() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     ok = bool(mallopt(_M_MMAP_THRESHOLD, 32 << 20))
+    # No mmap at all: blocks above the threshold's 32 MiB ceiling (a width-172 batch has
+    # many 165 MB tensors) would otherwise still be mapped afresh and faulted in on every
+    # use, whatever the threshold.
+    ok &= bool(mallopt(_M_MMAP_MAX, 0))
     ok &= bool(mallopt(_M_TOP_PAD, 256 << 20))
     ok &= bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
     _applied = ok

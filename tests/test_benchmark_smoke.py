@@ -60,11 +60,39 @@ def test_model_benchmark_quick_run_with_the_dgl_baseline(tmp_path, capsys):
     out = tmp_path / "model.json"
     assert mod.main(["--quick", "--impls", "dense,dgl", "--settings", "defaults,official4",
                      "--batches", "1", "--batch-size", "20", "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())["results"]
+    doc = json.loads(out.read_text())
+    rows = doc["results"]
     assert {(r["setting"], r["variant"], r["impl"]) for r in rows} == {
         (s, v, i) for s in ("defaults", "official4") for v in ("tbdfs", "tgat")
         for i in ("dense", "dgl")}
     for r in rows:
         assert r["ms_per_batch"] > 0 and r["s_per_epoch"] > 0 and r["epoch_batches"] > 0
         assert r["sampling_ms_per_batch"] >= 0 and r["peak_gpu_mb"] is None
-    assert "| defaults | tbdfs | dense |" in capsys.readouterr().out
+        assert len(r["ms_per_batch_rounds"]) == 1
+    # One speed-up per (setting, variant), each the ratio of the two rounds' figures.
+    by_key = {(r["setting"], r["variant"], r["impl"]): r for r in rows}
+    assert len(doc["speedups"]) == 4
+    for sp in doc["speedups"]:
+        dense = by_key[(sp["setting"], sp["variant"], "dense")]["ms_per_batch_rounds"][0]
+        dgl = by_key[(sp["setting"], sp["variant"], "dgl")]["ms_per_batch_rounds"][0]
+        assert sp["speedup"] == pytest.approx(dgl / dense, rel=1e-12)
+        assert sp["speedup_min"] == sp["speedup_max"] == sp["speedup"]
+    printed = capsys.readouterr().out
+    assert "| defaults | tbdfs | dense |" in printed and "| dgl / dense |" in printed
+
+
+def test_speedup_rows_pair_rounds_and_skip_configurations_without_a_baseline():
+    spec = importlib.util.spec_from_file_location(
+        "benchmark_model", SCRIPT.parent / "benchmark_model.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    def row(variant, impl, rounds):
+        return {"setting": "s", "variant": variant, "impl": impl,
+                "ms_per_batch_rounds": rounds}
+
+    rows = [row("tbdfs", "dense", [1.0, 2.0, 4.0]), row("tbdfs", "dgl", [3.0, 5.0, 6.0]),
+            row("tgat", "dense", [1.0])]
+    (sp,) = mod.speedup_rows(rows)
+    assert (sp["setting"], sp["variant"]) == ("s", "tbdfs")
+    assert sp["speedup_rounds"] == [3.0, 2.5, 1.5]
+    assert (sp["speedup"], sp["speedup_min"], sp["speedup_max"]) == (2.5, 1.5, 3.0)

@@ -177,3 +177,20 @@ def test_node_inputs_projected_per_node_or_per_instance_agree(kw):
             [model.node_embedding(nids)] if model.node_embedding is not None else [])
         want = model.node_proj(torch.cat(parts, dim=-1))
         assert torch.allclose(model._node_inputs(nids, nf), want, atol=1e-6)
+
+
+@pytest.mark.parametrize("kw", [{}, {"time_encoding": "cos_phase"}, {"node_dim": 0},
+                                {"within_path_agg": "mean", "alpha": "learn"}])
+def test_padded_products_give_the_reference_results(kw, monkeypatch):
+    # Every long CPU product takes the zero-padded GEMM (tbdfs_dgl.nn._gemm), which
+    # otherwise only real-sized batches reach (width 12 is not a multiple of 16).
+    from tbdfs_dgl.nn import _gemm
+
+    monkeypatch.setattr(_gemm, "_PAD_MIN_OUTPUT", 1)
+    calls = []
+    apply = _gemm.PaddedLinear.apply
+    monkeypatch.setattr(_gemm.PaddedLinear, "apply",
+                        lambda *a: calls.append(1) or apply(*a))
+    batch = sampled_batch("uniform", [3, 2], seed=7)
+    check_same(build(num_layers=2, **kw), batch)
+    assert calls

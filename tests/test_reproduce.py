@@ -296,6 +296,24 @@ def test_graphs_budget_reaches_the_trainer():
     assert runner._n_batches(700, 200, None, events=1000) == 4
 
 
+def test_learning_overrides_from_the_command_line_rename_the_budget(tmp_path):
+    args = ["--budget", "graphs", "--datasets", "collegemsg", "--variants", "tgat",
+            "--out-dir", str(tmp_path), "--no-progress", "--lr", "1e-3",
+            "--time-encoding", "cos_sin", "--train-negatives", "active"]
+    budget, specs = reproduce.build(reproduce.parse_args(args))[:2]
+    assert budget.name == "graphs[lr=0.001,time_encoding=cos_sin,train_negatives=active]"
+    assert (budget.lr, budget.time_encoding, budget.train_negatives) == (
+        1e-3, "cos_sin", "active")
+    assert all(s.budget == budget for s in specs)
+    cfg = runner.train_config(budget, seed=0)
+    assert (cfg.lr, cfg.train_negatives) == (1e-3, "active")
+    # unchanged values leave the preset's name alone
+    same = reproduce.build(reproduce.parse_args(args[:8] + ["--lr", "1e-4"]))[0]
+    assert same.name == "graphs"
+    with pytest.raises(SystemExit):
+        reproduce.parse_args(args[:8] + ["--time-encoding", "nope"])
+
+
 def test_eval_negatives_and_candidates_reach_results_and_report(tmp_path):
     args = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "tbdfs,tgat",
             "--eval-negatives", "historical", "--eval-candidates", "3",
@@ -339,12 +357,19 @@ def test_full_budgets_pin_the_paper_protocol_and_the_current_model():
     assert (list(cfg.fanouts), cfg.strategy) == ([20, 20], "uniform")
     # the budgets reported before keep release 0.1's formulation, and their recorded
     # settings match the records made before these settings existed
-    for name in ("smoke", "session", "graphs"):
+    for name in ("smoke", "session"):
         b = G.BUDGETS[name]
         assert runner.model_kwargs(b, runner.get_dataset("synthetic"), {})[
             "time_encoding"] == "cos_sin"
         assert runner.train_config(b, 0).train_negatives == "all"
         assert not set(G.LEGACY_SETTINGS) & set(b.settings())
+    # graphs moved to the current model at the paper's learning rate in round 6 (its
+    # release-0.1 records are kept apart); its records name the encoding
+    graphs = G.BUDGETS["graphs"]
+    assert runner.model_kwargs(graphs, runner.get_dataset("synthetic"), {})[
+        "time_encoding"] == "cos_phase"
+    assert runner.train_config(graphs, 0).lr == 1e-4
+    assert graphs.settings()["time_encoding"] == "cos_phase"
 
 
 def test_hardware_options_reach_the_trainer_and_the_record(tmp_path, monkeypatch):

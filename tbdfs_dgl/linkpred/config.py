@@ -18,25 +18,28 @@ class TrainConfig:
     Each field is explained where it is declared; ``retain_memory`` here.
 
     ``retain_memory`` (off by default) tunes glibc's malloc for the *whole process* and for
-    good (:func:`tbdfs_dgl._malloc.retain_freed_memory`: 32 MiB mmap threshold, 256 MiB top
-    pad, no trimming), so that batch-sized tensors are reused instead of faulted in again.
-    It is opt-in because, measured A/B in alternating processes (ABBA, a fresh process per
-    run; JODIE Wikipedia, 1 torch thread, a 2-core machine shared with other jobs), it
-    removes page faults but no step time that stands out from the spread, and it changes
-    the allocator of everything else in the process::
+    good (:func:`tbdfs_dgl._malloc.retain_freed_memory`: no ``mmap``, 256 MiB top pad, no
+    trimming), so that batch-sized tensors are reused instead of faulted in again.  It
+    pays for wide models, whose per-path tensors are far above glibc's largest mmap
+    threshold (32 MiB), and costs peak memory; it is opt-in because it changes the
+    allocator of everything else in the process.  Measured A/B in alternating processes
+    (ABBA, a fresh process per run; JODIE Wikipedia, 1 torch thread, a 2-core machine
+    with one other single-threaded job)::
 
-        PYTHONPATH=. python examples/benchmark_malloc.py --rounds 6 \\
-            -- --settings defaults --variants tbdfs --batches 8 --warmup 2
+        PYTHONPATH=. python examples/benchmark_malloc.py --rounds 2 \\
+            -- --settings official172 --variants tbdfs --batches 3 --warmup 1
 
     Medians (min-max) over the processes of each arm, off -> on:
 
-    - ``defaults`` (6 each): 827 (675-893) -> 790 (659-899) ms/step; peak RSS 1110
-      (1075-1147) -> 1125 (1112-1210) MB; minor faults 404k -> 236k a process.
-    - ``official172`` (3 each; ``--rounds 3 -- --settings official172 --variants tbdfs
-      --batches 3 --warmup 1``): 22145 (16111-22528) -> 17116 (14806-24504) ms/step; peak
-      RSS 3270 (3252-3279) -> 3272 (3269-3311) MB; minor faults 7.03M -> 6.73M.
+    - ``official172`` (2 each): 6508 (6197-6819) -> 4300 (4184-4416) ms/step (1.51x);
+      peak RSS 3218 -> 4559 (4478-4639) MB; minor faults 5.10M -> 1.15M; system CPU
+      10.8 -> 3.4 s a process.
+    - ``defaults`` (3 each; ``--rounds 3 -- --settings defaults --variants tbdfs
+      --batches 8 --warmup 2``): 400 (383-446) -> 389 (366-398) ms/step, paired
+      differences changing sign; peak RSS 1028 (1000-1124) -> 1134 (1115-1160) MB.
 
-    In both settings the paired (same-round) differences change sign from round to round.
+    (Before round 6 the tuning only raised the mmap threshold to 32 MiB, which left the
+    wide tensors mapped afresh: no gain beyond the spread at either setting.)
     """
 
     epochs: int = 1

@@ -12,6 +12,7 @@ from .._deprecation import renamed_kwargs
 from ._common import (AGG_MODES, WIDTH_RENAMES, NodeRows, check_heads, masked_softmax,
                       reset_attention, resolve_time_encoder)
 from ._compile import compiling
+from ._gemm import rows_linear
 from ._slots import SlotScores, autocast_dtype, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
 
@@ -85,29 +86,6 @@ class _Combine(torch.autograd.Function):
             else:
                 grad_v = grad * beta.unsqueeze(-1)
         return grad_par, grad_alpha, grad_beta, grad_v
-
-
-def _rows_linear(x: torch.Tensor, weight: torch.Tensor,
-                 acc: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """``x @ weight.T`` (plus ``acc``) for ``x: [M, a]``.
-
-    With a tiny weight (``<= 8`` outputs, ``<= 16`` inputs: width-4 models) on a CPU,
-    GEMM kernels are slow on ``[M, 4] x [4, 4]`` shapes; groups of ``r = 4`` rows are then
-    multiplied at once by the block-diagonal ``I_r ⊗ W`` (``[M / r, r·a] x [r·a, r·b]``,
-    extra terms exactly zero), 4x faster forward and 2x for the weight gradient (measured,
-    one thread).
-    """
-    r = 4
-    b, a = weight.shape
-    if (x.device.type != "cpu" or b > 8 or a > 16 or x.shape[0] % r
-            or autocast_dtype("cpu") is not None):
-        return F.linear(x, weight) if acc is None else torch.addmm(acc, x, weight.t())
-    eye = torch.eye(r, dtype=weight.dtype, device=weight.device)
-    w_blk = (eye[:, None, :, None] * weight[None, :, None, :]).reshape(r * b, r * a)
-    xb = x.reshape(-1, r * a)
-    out = (torch.mm(xb, w_blk.t()) if acc is None
-           else torch.addmm(acc.reshape(-1, r * b), xb, w_blk.t()))
-    return out.view(x.shape[0], b)
 
 
 class _AddReluDropout(torch.autograd.Function):
@@ -654,7 +632,7 @@ class PathEncoder(nn.Module):
                     # its backward): no third tensor of v's size.
                     v = v_e if v is None else v.add_(v_e)
                 else:
-                    v = _rows_linear(x2, w_c, v)
+                    v = rows_linear(x2, w_c, v)
                 if attn:
                     # [B, n·k, w] x [B, H, w]: the layer's score product, whose backward
                     # avoids the slow CPU batched-GEMM shapes of autograd's bmm.
@@ -696,7 +674,7 @@ class PathEncoder(nn.Module):
 
         agg = out.reshape(B, n, H * dk).to(wdtype)
         hidden = _add_relu_dropout_(
-            _rows_linear(agg.reshape(B * n, H * dk), self.fc1.weight[:, D:]),
+            rows_linear(agg.reshape(B * n, H * dk), self.fc1.weight[:, D:]),
             F.linear(query_feat, self.fc1.weight[:, :D], self.fc1.bias).unsqueeze(1),
             self.feat_drop)
         return (self.fc2(hidden) if project else hidden), valid

@@ -1,0 +1,81 @@
+"""The CPU-shaped row-wise linear maps (tbdfs_dgl.nn._gemm) against plain F.linear."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tbdfs_dgl.nn import _gemm
+from tbdfs_dgl.nn._gemm import PaddedLinear, rows_linear
+
+
+def _close(a, b, rel=1e-5):
+    scale = max(float(b.abs().max()), 1e-30)
+    assert float((a - b).abs().max()) <= rel * scale, (a - b).abs().max()
+
+
+def _inputs(m, k, n, seed, wide=None):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=g).requires_grad_()
+    # A column slice of a wider weight, as the path encoder passes fc_v.weight[:, c].
+    full = torch.randn(n, (wide or k) + 3, generator=g).requires_grad_()
+    return x, full, torch.randn(m, n, generator=g)
+
+
+@pytest.mark.parametrize("k,n", [(172, 172), (100, 100), (32, 20), (16, 20), (20, 16),
+                                 (5, 3)])
+@pytest.mark.parametrize("with_acc", [False, True])
+def test_padded_linear_matches_linear_and_its_gradients(k, n, with_acc):
+    seed = 1000 * k + n + with_acc
+    print("seed", seed)
+    x, full, grad = _inputs(257, k, n, seed)
+    w = full[:, 2:2 + k]
+    base = torch.randn(257, n, generator=torch.Generator().manual_seed(seed + 1))
+    acc_leaf = base.clone().requires_grad_()
+
+    def run(fn):
+        for t in (x, full, acc_leaf):
+            t.grad = None
+        acc = acc_leaf * 1.0 if with_acc else None  # a fresh tensor, as callers pass
+        out = fn(x, w, acc)
+        out.backward(grad)
+        return out.detach(), x.grad.clone(), full.grad.clone(), (
+            acc_leaf.grad.clone() if with_acc else None)
+
+    ref = run(lambda x_, w_, a: F.linear(x_, w_) if a is None else a + F.linear(x_, w_))
+    got = run(lambda x_, w_, a: PaddedLinear.apply(x_, w_, a))
+    for r, o in zip(ref, got):
+        if r is not None:
+            _close(o, r)
+    assert got[0].is_contiguous() and got[0].shape == (257, n)
+    # Columns of the wide weight outside the slice get no gradient.
+    assert torch.equal(got[2][:, :2], torch.zeros(n, 2))
+
+
+def test_padded_linear_skips_gradients_nobody_needs():
+    x, full, grad = _inputs(64, 20, 20, 7)
+    out = PaddedLinear.apply(x.detach(), full[:, :20], None)
+    out.backward(grad)
+    assert full.grad is not None and x.grad is None
+    full.grad = None
+    out = PaddedLinear.apply(x, full[:, :20].detach(), None)
+    out.backward(grad)
+    assert x.grad is not None and full.grad is None
+
+
+def test_rows_linear_pads_only_long_cpu_products(monkeypatch):
+    x, full, grad = _inputs(600, 20, 20, 3)
+    w = full[:, :20]
+    # Below the size threshold: the plain product.
+    assert type(rows_linear(x, w).grad_fn).__name__ != "PaddedLinearBackward"
+    monkeypatch.setattr(_gemm, "_PAD_MIN_OUTPUT", 600 * 20)
+    out = rows_linear(x, w)
+    assert type(out.grad_fn).__name__ == "PaddedLinearBackward"
+    _close(out, F.linear(x, w))
+    acc = torch.ones(600, 20) * 2.0
+    _close(rows_linear(x, w, acc), 2.0 + F.linear(x, w))
+    # Widths already multiples of 16, autocast, and tiny weights keep their own paths.
+    x16, full16, _ = _inputs(600, 32, 32, 4)
+    assert type(rows_linear(x16, full16[:, :32]).grad_fn).__name__ != "PaddedLinearBackward"
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert type(rows_linear(x, w).grad_fn).__name__ != "PaddedLinearBackward"
+    tiny_x, tiny_full, _ = _inputs(600, 4, 4, 5)
+    _close(rows_linear(tiny_x, tiny_full[:, :4]), F.linear(tiny_x, tiny_full[:, :4]))
