@@ -52,11 +52,17 @@ def test_missing_data_file_exits_with_2(bench, tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
-def test_model_benchmark_quick_run_with_the_dgl_baseline(tmp_path, capsys):
+@pytest.fixture
+def model_bench():
     spec = importlib.util.spec_from_file_location(
         "benchmark_model", SCRIPT.parent / "benchmark_model.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_model_benchmark_quick_run_with_the_dgl_baseline(model_bench, tmp_path, capsys):
+    mod = model_bench
     out = tmp_path / "model.json"
     assert mod.main(["--quick", "--impls", "dense,dgl", "--settings", "defaults,official4",
                      "--batches", "1", "--batch-size", "20", "--json", str(out)]) == 0
@@ -81,11 +87,9 @@ def test_model_benchmark_quick_run_with_the_dgl_baseline(tmp_path, capsys):
     assert "| defaults | tbdfs | dense |" in printed and "| dgl / dense |" in printed
 
 
-def test_speedup_rows_pair_rounds_and_skip_configurations_without_a_baseline():
-    spec = importlib.util.spec_from_file_location(
-        "benchmark_model", SCRIPT.parent / "benchmark_model.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_speedup_rows_pair_rounds_and_skip_configurations_without_a_baseline(model_bench):
+    mod = model_bench
+
     def row(variant, impl, rounds):
         return {"setting": "s", "variant": variant, "impl": impl,
                 "ms_per_batch_rounds": rounds}
