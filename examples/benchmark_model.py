@@ -77,9 +77,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--impls", default="dense", help="dense and/or dgl (the baseline)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--compile", action="store_true", help="torch.compile the dense model")
+    p.add_argument("--compile-mode", default=None,
+                   help="torch.compile's mode with --compile (e.g. reduce-overhead)")
     p.add_argument("--amp", choices=["bf16"], default=None)
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--sampler-threads", type=int, default=1)
+    p.add_argument("--prefetch-batches", type=int, default=1,
+                   help="TrainConfig.prefetch_batches: batches sampled ahead, a thread each")
     p.add_argument("--batch-size", type=int, default=200)
     p.add_argument("--batches", type=int, default=None, help="timed batches a round (8)")
     p.add_argument("--rounds", type=int, default=None, help="timed rounds (3)")
@@ -128,7 +132,9 @@ def _trainer(data: TemporalDataset, setting: Dict[str, Any], variant: str, impl:
                       strategy=setting["strategy"], num_threads=args.sampler_threads,
                       seed=args.seed, device=args.device, train_batches=batches,
                       compile=args.compile and impl == "dense", amp=args.amp,
-                      progress=False, retain_memory=args.retain_memory)
+                      compile_mode=args.compile_mode if args.compile and impl == "dense" else None,
+                      progress=False, retain_memory=args.retain_memory,
+                      prefetch_batches=args.prefetch_batches)
     return LinkPredictionTrainer(model, data, cfg, log=lambda line: None)
 
 
@@ -159,18 +165,24 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
         trainers = {c: _trainer(data, setting, c[0], c[1], args, n_batches) for c in configs}
         per_batch: Dict[Any, List[float]] = {c: [] for c in configs}
         sampling: Dict[Any, List[float]] = {c: [] for c in configs}
-        if torch.device(args.device).type == "cuda":
-            torch.cuda.reset_peak_memory_stats()
         peak: Dict[Any, float] = {}
+        cuda = torch.device(args.device).type == "cuda"
         for c in configs:  # warm-up (and compilation)
             tr = trainers[c]
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
             tr.config.train_batches = warmup
             tr.train_epoch(10_000)
             tr.config.train_batches = n_batches
+            if cuda:
+                # CUDA graphs ('reduce-overhead') take their memory while warming up, from a
+                # pool of their own that replays reuse: the peak must include the warm-up.
+                _sync(args.device)
+                peak[c] = torch.cuda.max_memory_allocated() / 2**20
         for r in range(rounds):
             for c in configs:
                 tr = trainers[c]
-                if torch.device(args.device).type == "cuda":
+                if cuda:
                     torch.cuda.reset_peak_memory_stats()
                 _sync(args.device)
                 t0 = time.perf_counter()
@@ -178,7 +190,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
                 _sync(args.device)
                 per_batch[c].append((time.perf_counter() - t0) / n)
                 sampling[c].append(sample_s / n)
-                if torch.device(args.device).type == "cuda":
+                if cuda:
                     peak[c] = max(peak.get(c, 0.0), torch.cuda.max_memory_allocated() / 2**20)
         for c in configs:
             tr = trainers[c]
@@ -187,6 +199,8 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
             rows.append({
                 "setting": s, "variant": c[0], "impl": c[1], "device": args.device,
                 "compile": bool(args.compile and c[1] == "dense"), "amp": args.amp,
+                "compile_mode": args.compile_mode if args.compile and c[1] == "dense" else None,
+                "prefetch_batches": args.prefetch_batches,
                 "ms_per_batch": ms,
                 "ms_per_batch_min": 1e3 * min(per_batch[c]),
                 "ms_per_batch_max": 1e3 * max(per_batch[c]),

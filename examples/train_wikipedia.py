@@ -51,6 +51,7 @@ from tbdfs_dgl.data import (TemporalDataset, default_data_dir, fetch_dataset,  #
                             load_dataset, make_wikipedia_like)
 from tbdfs_dgl.eval_negatives import EVAL_NEGATIVES  # noqa: E402
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig, load_checkpoint  # noqa: E402
+from tbdfs_dgl.linkpred.config import COMPILE_MODES  # noqa: E402
 from tbdfs_dgl.linkpred.distributed import init_from_env  # noqa: E402
 
 
@@ -93,6 +94,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     s.add_argument("--fanouts", default="10,10", help="neighbours per layer")
     s.add_argument("--strategy", default="recent", choices=["recent", "uniform"])
     s.add_argument("--num-threads", type=int, default=None, help="sampler threads")
+    s.add_argument("--prefetch-batches", type=int, default=1,
+                   help="batches sampled ahead at once, a thread each (GPU runs can outrun "
+                        "one; the batches are the same for any value)")
     s.add_argument("--torch-threads", type=int, default=None,
                    help="torch intra-op threads (default: torch's own choice)")
     m = p.add_argument_group("model")
@@ -110,6 +114,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    "DGL, so any device torch supports works)")
     t.add_argument("--compile", action="store_true",
                    help="torch.compile the model (batches padded to fixed shapes)")
+    t.add_argument("--compile-mode", default=None, choices=[m for m in COMPILE_MODES if m],
+                   help="torch.compile's mode with --compile, e.g. reduce-overhead (CUDA "
+                        "graphs on a GPU); default torch's")
     t.add_argument("--amp", choices=["bf16"], default=None,
                    help="autocast the model's matrix products to bfloat16")
     t.add_argument("--train-negatives", choices=["all", "active"], default="all",
@@ -237,6 +244,7 @@ def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: 
                       patience=args.patience, fanouts=[int(x) for x in args.fanouts.split(",")],
                       strategy=args.strategy, num_threads=args.num_threads, seed=args.seed,
                       device=args.device, compile=args.compile, amp=args.amp,
+                      compile_mode=args.compile_mode, prefetch_batches=args.prefetch_batches,
                       train_negatives=args.train_negatives,
                       max_batches=args.max_batches, train_batches=args.train_batches,
                       val_events=args.val_events, test_events=args.test_events,

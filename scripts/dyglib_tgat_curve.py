@@ -68,11 +68,14 @@ def main(argv=None):
                         "$TBDFS_DATA_DIR, else ../shared/data)")
     p.add_argument("--workdir", default=None, help="where the converted data goes "
                    "(default: a new temporary folder)")
-    p.add_argument("--steps", default="0,10,20,40")
+    p.add_argument("--steps", default="0,10,20,40",
+                   help="evaluate after these steps; 'eN' is N whole epochs of "
+                        "--epoch-batches batches (all training batches with 0)")
     p.add_argument("--epoch-batches", type=int, default=20)
     p.add_argument("--eval-batches", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu or cuda (DyGLib's device argument)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -109,10 +112,10 @@ def main(argv=None):
 
     set_random_seed(a.seed)
     backbone = TGAT(node_raw_features=node_f, edge_raw_features=edge_f, neighbor_sampler=train_ns,
-                    time_feat_dim=100, num_layers=2, num_heads=2, dropout=0.1, device="cpu")
+                    time_feat_dim=100, num_layers=2, num_heads=2, dropout=0.1, device=a.device)
     predictor = MergeLayer(input_dim1=node_f.shape[1], input_dim2=node_f.shape[1],
                            hidden_dim=node_f.shape[1], output_dim=1)
-    model = torch.nn.Sequential(backbone, predictor)
+    model = torch.nn.Sequential(backbone, predictor).to(a.device)
     n_params = sum(q.numel() for q in model.parameters())
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, weight_decay=0.0)
     loss_func = torch.nn.BCELoss()
@@ -140,9 +143,9 @@ def main(argv=None):
             _, neg_dst = sampler.sample(size=len(idx))
             pos, neg = scores(d, idx, neg_dst)
             y = np.r_[np.ones(len(idx)), np.zeros(len(idx))]
-            baps.append(average_precision_score(y, torch.cat([pos, neg]).numpy()))
-            ps.append(pos.numpy())
-            ns.append(neg.numpy())
+            baps.append(average_precision_score(y, torch.cat([pos, neg]).cpu().numpy()))
+            ps.append(pos.cpu().numpy())
+            ns.append(neg.cpu().numpy())
         p_, n_ = np.concatenate(ps), np.concatenate(ns)
         ap = average_precision_score(np.r_[np.ones(len(p_)), np.zeros(len(n_))], np.r_[p_, n_])
         backbone.set_neighbor_sampler(train_ns)
@@ -158,7 +161,9 @@ def main(argv=None):
     model.train()
     losses = []
     train_seconds = 0.0  # optimiser steps only (sampling included), not the evaluations
-    for target in sorted({int(s) for s in a.steps.split(",")}):
+    targets = sorted({int(s[1:]) * per if s.startswith("e") else int(s)
+                      for s in a.steps.split(",") if s})
+    for target in targets:
         while step < target:
             t_step = time.perf_counter()
             b = step % per
@@ -170,7 +175,7 @@ def main(argv=None):
             opt.zero_grad()
             loss.backward()
             opt.step()
-            losses.append(float(loss))
+            losses.append(float(loss))  # also waits for the device, so the time is right
             step += 1
             train_seconds += time.perf_counter() - t_step
         v, te = evaluate("val"), evaluate("test")

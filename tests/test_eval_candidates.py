@@ -106,12 +106,12 @@ def test_k_candidates_score_as_one_negative_batches_and_rank(small):
         with torch.no_grad():
             for i, item in enumerate(batches):
                 n = item.num_events
-                batch, _ = trainer._sample(trainer.eval_sampler, item, 10 + i, False)
+                batch, _, _ = trainer._sample(trainer.eval_sampler, item, 10 + i, False)
                 pos, neg = trainer._embed(batch, n, k)
                 neg = neg.reshape(n, k)
                 for j in range(k):  # the same scores as K one-negative batches
                     one = item._replace(neg_dst=item.neg_dst[:, j])
-                    b1, _ = trainer._sample(trainer.eval_sampler, one, 10 + i, False)
+                    b1, _, _ = trainer._sample(trainer.eval_sampler, one, 10 + i, False)
                     p1, n1 = trainer._embed(b1, n)
                     torch.testing.assert_close(p1, pos, rtol=1e-5, atol=1e-6)
                     torch.testing.assert_close(n1, neg[:, j], rtol=1e-5, atol=1e-6)
@@ -125,7 +125,7 @@ def test_k_candidates_score_as_one_negative_batches_and_rank(small):
         pos_all, neg_all = [], []
         with torch.no_grad():
             for i, item in enumerate(trainer.evaluation_batches("test")):
-                batch, _ = trainer._sample(trainer.eval_sampler, item,
+                batch, _, _ = trainer._sample(trainer.eval_sampler, item,
                                            streams.first_batch_id("test") + i, False)
                 p, q = trainer._embed(batch, item.num_events, k)
                 pos_all.append(p.numpy())

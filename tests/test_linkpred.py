@@ -94,13 +94,13 @@ def test_cuda_request_fails_clearly_without_it():
         check_device("tpu")
 
 
-def run(data, seed, epochs=3, alpha=0.5, save_dir=None):
+def run(data, seed, epochs=3, alpha=0.5, save_dir=None, **cfg_kw):
     torch.manual_seed(seed)
     kwargs = dict(node_dim=0, edge_dim=0, time_dim=16, hidden_dim=32, num_heads=2,
                   dropout=0.1, alpha=alpha, num_nodes=data.num_nodes, node_embedding_dim=16)
     model = TBDFSModel(**kwargs)
     cfg = TrainConfig(epochs=epochs, batch_size=200, lr=3e-3, fanouts=(5, 5), seed=seed,
-                      patience=5, progress=False, save_dir=save_dir)
+                      patience=5, progress=False, save_dir=save_dir, **cfg_kw)
     trainer = LinkPredictionTrainer(model, data, cfg, model_kwargs=kwargs, log=lambda s: None)
     try:
         return trainer.fit()
@@ -125,6 +125,19 @@ def test_fixed_seed_gives_the_same_result(small):
     b = run(small, seed=3, epochs=1)
     assert a.test == b.test
     assert a.history[0].loss == b.history[0].loss
+
+
+@pytest.mark.parametrize("cfg", [{"prefetch": False}, {"prefetch_batches": 3},
+                                 {"prefetch_batches": 3, "strategy": "uniform"}])
+def test_batches_sampled_ahead_give_the_same_run(small, cfg):
+    """Sampling several batches ahead (threads), or none, trains and evaluates exactly as
+    the default one-ahead prefetch: each batch has its own random stream."""
+    cfg = dict(cfg)
+    strategy = cfg.pop("strategy", "recent")
+    a = run(small, seed=4, epochs=2, strategy=strategy)
+    b = run(small, seed=4, epochs=2, strategy=strategy, **cfg)
+    assert [h.loss for h in a.history] == [h.loss for h in b.history]
+    assert a.test == b.test
 
 
 class _RecordingTrainer(LinkPredictionTrainer):
@@ -192,7 +205,8 @@ def test_eval_events_fixed_random_subset_of_the_part(small):
     trainer.close()
 
 
-@pytest.mark.parametrize("field", ["train_batches", "val_events", "test_events", "max_batches"])
+@pytest.mark.parametrize("field", ["train_batches", "val_events", "test_events", "max_batches",
+                                   "prefetch_batches"])
 @pytest.mark.parametrize("value", [0, -3, 2.5, True])
 def test_config_rejects_bad_caps(field, value):
     with pytest.raises(ValueError, match=field):

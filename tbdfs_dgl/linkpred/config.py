@@ -8,7 +8,11 @@ import numpy as np
 
 from ..eval_negatives import EVAL_NEGATIVES
 
-__all__ = ["TrainConfig"]
+__all__ = ["TrainConfig", "COMPILE_MODES"]
+
+# torch.compile's modes (None: its default).
+COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune",
+                 "max-autotune-no-cudagraphs")
 
 
 @dataclass
@@ -61,9 +65,18 @@ class TrainConfig:
     test_events: Optional[int] = None
     save_dir: Optional[str] = None
     prefetch: bool = True  # sample the next batch in a thread while the model runs
+    # With prefetch: batches sampled ahead at once, each in a thread of its own (the C++
+    # sampler and the copies release the GIL).  On a GPU the model can outrun one thread
+    # (docs/benchmarks/model_gpu.md, round 7); every batch has its own random stream, so
+    # the batches are the same for any value.
+    prefetch_batches: int = 1
     # torch.compile the model; batches are padded to fixed shapes so that it compiles once
     # (per train/eval mode) instead of once per batch.
     compile: bool = False
+    # torch.compile's ``mode`` when ``compile`` is set: None (torch's default) or e.g.
+    # 'reduce-overhead', which on a GPU replays each step's kernels as a CUDA graph (the
+    # padded shapes above make that possible); docs/benchmarks/model_gpu.md measures both.
+    compile_mode: Optional[str] = None
     amp: Optional[str] = None  # 'bf16': autocast the model's matrix products to bfloat16
     # Training negatives among all training destinations ('all', the default: TGAT's and
     # DyGLib's protocol) or only those that interacted before the batch ('active'): then
@@ -88,6 +101,12 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.amp not in (None, "bf16"):
             raise ValueError(f"TrainConfig.amp must be None or 'bf16', got {self.amp!r}")
+        if self.compile_mode not in COMPILE_MODES:
+            raise ValueError(f"TrainConfig.compile_mode must be one of {COMPILE_MODES}, got "
+                             f"{self.compile_mode!r}")
+        if self.compile_mode is not None and not self.compile:
+            raise ValueError("TrainConfig.compile_mode is set but compile is False: set "
+                             "compile=True to use it")
         if self.train_negatives not in ("all", "active"):
             raise ValueError(f"TrainConfig.train_negatives must be 'all' or 'active', got "
                              f"{self.train_negatives!r}")
@@ -99,7 +118,7 @@ class TrainConfig:
             return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
         for name, low in (("epochs", 1), ("batch_size", 1), ("patience", 0), ("seed", 0),
-                          ("eval_candidates", 1)):
+                          ("eval_candidates", 1), ("prefetch_batches", 1)):
             v = getattr(self, name)
             if not is_int(v) or v < low:
                 raise ValueError(f"TrainConfig.{name} must be an integer >= {low}, got {v!r}")

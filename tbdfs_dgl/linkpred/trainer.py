@@ -10,12 +10,13 @@ use DyGLib's historical/inductive negatives and rank each positive against K can
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -39,6 +40,10 @@ from .progress import progress_bar
 from .split import ChronologicalSplit, chronological_split
 
 __all__ = ["LinkPredictionTrainer", "TrainResult", "EpochStats"]
+
+# On a GPU, training reads its loss back (and so waits for the device) every this many
+# steps; in between the host queues work ahead of the device.
+SYNC_EVERY = 32
 
 
 @dataclass
@@ -69,6 +74,16 @@ class TrainResult:
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
+
+
+def _tensors_of(batch: Any) -> Iterator[torch.Tensor]:
+    """Every tensor a sampled batch carries: roots, layer tables, paths."""
+    yield batch.root_nodes
+    yield batch.root_times
+    groups = list(batch.layers) + ([batch.paths] if batch.paths is not None else [])
+    for group in groups:
+        for f in fields(group):
+            yield getattr(group, f.name)
 
 
 def _peak_rss_mb() -> float:
@@ -135,11 +150,19 @@ class LinkPredictionTrainer:
         self.eval_sampler = TemporalSampler(full, **kw)
         self.edge_feat = None if edge_feat is None else edge_feat.to(self.device)
         self.node_feat = None if node_feat is None else node_feat.to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)
-        self._pool = ThreadPoolExecutor(1) if config.prefetch else None
+        # On a GPU, fused Adam updates every parameter in one kernel launch instead of a
+        # few per parameter (the small default model's step is bound by launches there).
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr,
+                                          fused=True if self.device.type == "cuda" else None)
+        self._pool = ThreadPoolExecutor(config.prefetch_batches) if config.prefetch else None
+        # Made here, not on first use: the prefetching threads share it.
+        self._copy_stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         # Padding to the largest batch lets torch.compile see one set of shapes.
         self._pad_roots = 3 * config.batch_size if config.compile else None
-        self._forward = torch.compile(self.model) if config.compile else self.model
+        self._forward = (torch.compile(self.model, mode=config.compile_mode)
+                         if config.compile else self.model)
+        self._cuda_graphs = (config.compile and self.device.type == "cuda"
+                             and config.compile_mode in ("reduce-overhead", "max-autotune"))
         self._needs_paths = bool(getattr(model, "needs_paths", False))
         self._ddp = None
         if self.ranks.distributed:
@@ -256,7 +279,9 @@ class LinkPredictionTrainer:
         return out
 
     def _sample(self, sampler: TemporalSampler, item: EventBatch, batch_id: int,
-                remap_eids: bool) -> Tuple[Any, float]:
+                remap_eids: bool) -> Tuple[Any, float, Optional[torch.cuda.Event]]:
+        """Sample ``item`` and move it to the device: (batch, seconds, the copy's event
+        on a GPU, else ``None``)."""
         t0 = time.perf_counter()
         k = item.num_candidates  # each candidate is embedded at its positive's time
         nodes = np.concatenate([item.src, item.dst, item.neg_dst.reshape(-1)])
@@ -269,12 +294,29 @@ class LinkPredictionTrainer:
         if self._pad_roots is not None:
             batch = batch.padded(self._pad_roots)
         if self.device.type == "cuda":
-            # Pinned memory lets the copy run asynchronously, here in the sampling thread,
-            # while the GPU still works on the previous batch.
-            batch = batch.pin_memory().to(self.device, non_blocking=True)
-        else:
-            batch = batch.to(self.device)
-        return batch, time.perf_counter() - t0
+            # Pinned memory and a stream of its own let the copy run, from the sampling
+            # thread, while the GPU still works on the previous batch; a copy on the
+            # default stream would also wait for it, and would break the capture of a
+            # CUDA graph (compile_mode='reduce-overhead') running meanwhile.
+            with torch.cuda.stream(self._copy_stream):
+                batch = batch.pin_memory().to(self.device, non_blocking=True)
+                copied = torch.cuda.Event()
+                copied.record(self._copy_stream)
+            return batch, time.perf_counter() - t0, copied
+        return batch.to(self.device), time.perf_counter() - t0, None
+
+    @staticmethod
+    def _wait_for_copy(batch: Any, copied: Optional[torch.cuda.Event]) -> Any:
+        """Order the current stream after ``batch``'s copy (see :meth:`_sample`), and tell
+        the caching allocator that the current stream uses its tensors (so their memory is
+        not handed to the next copy while this stream may still read it)."""
+        if copied is None:
+            return batch
+        stream = torch.cuda.current_stream(batch.device)
+        stream.wait_event(copied)
+        for t in _tensors_of(batch):
+            t.record_stream(stream)
+        return batch
 
     def _remap_train_eids(self, batch: Any) -> None:
         """The training graph numbers its interactions 0..; map them to dataset rows."""
@@ -289,7 +331,8 @@ class LinkPredictionTrainer:
     def _iterate(self, sampler: TemporalSampler, items: List[EventBatch],
                  first_id: int, remap: bool, batch_ids: Optional[Sequence[int]] = None
                  ) -> Iterator[Tuple[EventBatch, Any, float]]:
-        """Yield (item, batch, sample seconds), sampling one batch ahead when prefetching.
+        """Yield (item, batch, sample seconds), sampling ``config.prefetch_batches``
+        batches ahead when prefetching.
 
         Item ``i`` is sampled with batch id ``first_id + i``, or ``batch_ids[i]``.
         """
@@ -298,19 +341,27 @@ class LinkPredictionTrainer:
         ids = range(first_id, first_id + len(items)) if batch_ids is None else batch_ids
         if self._pool is None:
             for i, item in enumerate(items):
-                batch, secs = self._sample(sampler, item, ids[i], remap)
-                yield item, batch, secs
+                batch, secs, copied = self._sample(sampler, item, ids[i], remap)
+                yield item, self._wait_for_copy(batch, copied), secs
             return
-        future = self._pool.submit(self._sample, sampler, items[0], ids[0], remap)
+
+        def submit(j: int) -> Any:
+            return self._pool.submit(self._sample, sampler, items[j], ids[j], remap)
+
+        ahead = min(self.config.prefetch_batches, len(items))
+        pending = collections.deque(submit(j) for j in range(ahead))
         for i, item in enumerate(items):
-            batch, secs = future.result()
-            if i + 1 < len(items):
-                future = self._pool.submit(self._sample, sampler, items[i + 1], ids[i + 1], remap)
-            yield item, batch, secs
+            batch, secs, copied = pending.popleft().result()
+            if i + ahead < len(items):
+                pending.append(submit(i + ahead))
+            yield item, self._wait_for_copy(batch, copied), secs
 
     def _embed(self, batch: Any, n: int, k: int = 1) -> Tuple[torch.Tensor, torch.Tensor]:
         """Logits of the ``n`` positives (``[n]``) and of their ``k`` negatives each
         (``[n * k]``, positive-major)."""
+        if self._cuda_graphs:
+            # Each call is a new step: outputs of the previous replay may be overwritten.
+            torch.compiler.cudagraph_mark_step_begin()
         with self._autocast():
             h = self._forward(batch, self.node_feat, self.edge_feat)
             # Padding roots (compiled runs) come after the (2 + k) n real ones.
@@ -346,6 +397,11 @@ class LinkPredictionTrainer:
             ids = [distributed.share_batch_id(first_id + i, self.ranks) for i in range(len(items))]
         bar = progress_bar(len(items), f"epoch {epoch}", self.config.progress and self.ranks.is_main)
         total, sample_s, model_s = 0.0, 0.0, 0.0
+        # Reading the loss (or the time encoding's range flag) waits for the device; on a
+        # GPU that is done every SYNC_EVERY steps, so the host queues the next step while
+        # the device still runs this one.
+        sync_every = 1 if self.device.type == "cpu" else SYNC_EVERY
+        pending: List[torch.Tensor] = []
         for i, (item, batch, secs) in enumerate(
                 self._iterate(self.train_sampler, items, first_id, remap=True, batch_ids=ids)):
             sample_s += secs
@@ -364,11 +420,14 @@ class LinkPredictionTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
-            total += float(loss.detach()) / self.ranks.world_size  # synchronises, so:
-            self._check_time_range()
+            pending.append(loss.detach())
+            if len(pending) >= sync_every or i + 1 == len(items):
+                total += float(torch.stack(pending).sum()) / self.ranks.world_size
+                pending.clear()
+                self._check_time_range()
+                bar.set_postfix(loss=f"{total / (i + 1):.4f}")
             model_s += time.perf_counter() - t0
             bar.update(1)
-            bar.set_postfix(loss=f"{total / (i + 1):.4f}")
         bar.close()
         if self._ddp is not None:
             # The batches' losses (rank shares summed); seconds averaged over the ranks.
@@ -402,10 +461,15 @@ class LinkPredictionTrainer:
                                             batch_ids=ids):
             n, k = item.num_events, item.num_candidates
             pos, neg = self._embed(batch, n, k)
-            pos_all.append(pos.float().cpu().numpy())
-            neg = neg.float().cpu().numpy()
-            neg_all.append(neg if item.neg_dst.ndim == 1 else neg.reshape(n, k))
+            # Kept on the device until the end: a copy to the host per batch would make
+            # the host wait for the device after every batch.
+            pos_all.append(pos.detach().float())
+            neg_all.append(neg.detach().float() if item.neg_dst.ndim == 1
+                           else neg.detach().float().reshape(n, k))
             row_all.append(item.rows)
+        if pos_all:
+            pos_all = [torch.cat(pos_all).cpu().numpy()]
+            neg_all = [torch.cat(neg_all).cpu().numpy()]
         if not items:
             empty = np.zeros(0)
             if self.config.eval_candidates > 1:

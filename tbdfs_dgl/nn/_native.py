@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator, Optional, Set
 
+from ._compile import compiling
+
 __all__ = ["native", "disabled"]
 
 _EXT: Any = None
@@ -16,8 +18,12 @@ _DISABLED: Set[str] = set()
 
 
 def native(name: str) -> Optional[Callable[..., Any]]:
-    """The kernel ``tbdfs_dgl._C.<name>``, or ``None`` (not built, or switched off)."""
+    """The kernel ``tbdfs_dgl._C.<name>``, or ``None`` (not built, switched off, or called
+    under ``torch.compile``, which cannot trace into the kernels: their torch paths
+    compile)."""
     global _EXT, _LOADED
+    if compiling():
+        return None
     if not _LOADED:
         _LOADED = True
         try:

@@ -125,12 +125,22 @@ class _AddReluDropout(torch.autograd.Function):
         return grad_x, grad_c, None
 
 
+def _combine(out_par: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor,
+             v: torch.Tensor) -> torch.Tensor:
+    """``alpha · out_par + beta · v`` (see :class:`_Combine`); under ``torch.compile`` as
+    plain ops, which the compiler fuses and differentiates itself (its backward would
+    otherwise be a graph break)."""
+    if compiling():
+        return out_par.unsqueeze(2) * alpha.unsqueeze(-1) + v * beta.unsqueeze(-1)
+    return _Combine.apply(out_par, alpha, beta, v)
+
+
 def _add_relu_dropout_(x: torch.Tensor, c: torch.Tensor, drop: nn.Dropout) -> torch.Tensor:
     """``drop(relu(x.view(B, n, W) + c))`` for ``x: [B·n, W]``, ``c: [B, 1, W]``, as
     ``[B, n, W]``; on a CPU fused, overwriting ``x`` (see :class:`_AddReluDropout`)."""
     B, W = c.shape[0], x.shape[-1]
     p = drop.p if drop.training else 0.0
-    if x.device.type != "cpu" or p >= 1.0 or x._is_view():
+    if x.device.type != "cpu" or compiling() or p >= 1.0 or x._is_view():
         return drop(F.relu(x.view(B, -1, W) + c))  # GPU / compile: kernels fuse this
     return _AddReluDropout.apply(x, c, p).view(B, -1, W)
 
@@ -664,7 +674,7 @@ class PathEncoder(nn.Module):
                 den = den_par + keep
                 alpha, beta = den_par / den, keep / den
                 den = den.reshape(B, n * k, 1)
-            out = _Combine.apply(out, alpha, beta, v.to(out.dtype)).reshape(B, n * k, H, dk)
+            out = _combine(out, alpha, beta, v.to(out.dtype)).reshape(B, n * k, H, dk)
             # A slot holds a chain iff its first node exists and every later child choice
             # is either an existing node or 0 (where an early-ending chain is stored).
             digit0 = torch.arange(k, device=device) == 0

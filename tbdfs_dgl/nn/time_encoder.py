@@ -307,7 +307,7 @@ class _CosPhase(torch.autograd.Function):
     @staticmethod
     def forward(ctx, dt: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                 fixed: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-        kernel = native("time_encode_phase") if dt.device.type == "cpu" else None
+        kernel = native("time_encode_phase") if dt.device.type == "cpu" and not fixed else None
         if fixed:
             pairs, overflow = _fixed_pairs(dt, weight, 1.0)
             out, sin_out = _rotate(pairs, bias)
