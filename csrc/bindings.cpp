@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <tuple>
@@ -205,15 +206,53 @@ py::dict packed_arrays(const TCSR& g) {
   return d;
 }
 
+// Replaces every sampled edge's input row e by eid_map[e] (checked first: a bad map
+// leaves the hops untouched).
+void map_edge_ids(std::vector<Hop>& hops, const int64_t* map, int64_t map_size) {
+  for (const Hop& h : hops)
+    for (int64_t i = 0; i < h.num_edges(); ++i)
+      if (h.eid[i] < 0 || h.eid[i] >= map_size)
+        throw InputError("edge id " + std::to_string(h.eid[i]) + " is outside eid_map (" +
+                         std::to_string(map_size) + " entries; it needs one per edge of "
+                         "the graph)");
+  for (Hop& h : hops)
+    for (int64_t i = 0; i < h.num_edges(); ++i) h.eid[i] = map[h.eid[i]];
+}
+
+// `b` grown to n entries, the new ones `fill`.
+template <class T>
+Buffer<T> grown(Buffer<T>&& b, int64_t n, T fill) {
+  if (n == b.size()) return std::move(b);
+  Buffer<T> out(n);
+  if (b.size()) std::memcpy(out.data(), b.data(), b.size() * sizeof(T));
+  for (int64_t i = b.size(); i < n; ++i) out[i] = fill;
+  return out;
+}
+
 py::tuple sample(const TCSR& g, const CArray<int64_t>& nodes, const CArray<double>& times,
                  std::vector<int64_t> fanouts, Strategy strategy, bool strict,
                  uint64_t seed, uint64_t stream, int num_threads, bool with_paths,
-                 bool with_tables) {
+                 bool with_tables, int64_t pad_roots,
+                 const std::optional<CArray<int64_t>>& eid_map) {
   check_1d(nodes, "nodes");
   check_1d(times, "times");
   if (nodes.size() != times.size())
     throw InputError("nodes and times must have the same length, got " +
                      std::to_string(nodes.size()) + " and " + std::to_string(times.size()));
+  if (pad_roots > 0) {
+    if (pad_roots < nodes.size())
+      throw InputError("pad_roots=" + std::to_string(pad_roots) + " is smaller than the batch (" +
+                       std::to_string(nodes.size()) + " roots)");
+    if (with_paths || !with_tables)
+      throw InputError("pad_roots pads the layer tables: it needs with_tables and no paths");
+  }
+  const int64_t* map = nullptr;
+  int64_t map_size = 0;
+  if (eid_map) {
+    check_1d(*eid_map, "eid_map");
+    map = eid_map->data();
+    map_size = eid_map->size();
+  }
   SampleOptions opt;
   opt.fanouts = std::move(fanouts);
   opt.strategy = strategy;
@@ -231,11 +270,21 @@ py::tuple sample(const TCSR& g, const CArray<int64_t>& nodes, const CArray<doubl
       auto lock = read_lock(g);  // only the tree reads the CSR
       hops = sample_tree(g, nodes.data(), times.data(), nodes.size(), opt);
     }
+    if (map) map_edge_ids(hops, map, map_size);
     if (with_paths) paths = explode_paths(hops, opt.fanouts, num_threads);
     if (with_tables) {
       const size_t L = hops.size();
-      for (size_t h = 0; h < L; ++h)  // hop h draws fanouts[L - 1 - h] neighbours
-        tables.push_back(dense_table(hops[h], opt.fanouts[L - 1 - h], num_threads));
+      int64_t rows = pad_roots;  // padded: every layer at its largest shape for pad_roots
+      for (size_t h = 0; h < L; ++h) {  // hop h draws fanouts[L - 1 - h] neighbours
+        const int64_t k = opt.fanouts[L - 1 - h];
+        tables.push_back(dense_table(hops[h], k, num_threads, pad_roots > 0 ? rows : -1));
+        if (pad_roots > 0) {
+          // Padding sources (node 0, time 0) after the real ones; nothing references them.
+          rows *= k + 1;
+          hops[h].src_node = grown(std::move(hops[h].src_node), rows, int64_t{0});
+          hops[h].src_ts = grown(std::move(hops[h].src_ts), rows, 0.0);
+        }
+      }
     }
   }
   py::object out_tables = py::none();
@@ -457,9 +506,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("sample", &sample, py::arg("csr"), py::arg("nodes"), py::arg("times"),
         py::arg("fanouts"), py::arg("strategy"), py::arg("strict"),
         py::arg("seed"), py::arg("stream"), py::arg("num_threads"), py::arg("with_paths") = true,
-        py::arg("with_tables") = false,
+        py::arg("with_tables") = false, py::arg("pad_roots") = 0,
+        py::arg("eid_map") = py::none(),
         "Sample an L-layer temporal tree; returns (hops, paths, tables) as numpy arrays\n"
-        "(paths / tables None unless asked for; tables per hop: nbr, mask, dt, eid).");
+        "(paths / tables None unless asked for; tables per hop: nbr, mask, dt, eid).\n"
+        "pad_roots > 0 (tables, no paths): tables and source arrays grown to their largest\n"
+        "shapes for that many roots; eid_map: report eid_map[e] for each edge e.");
 
   bind_append(m);
 }

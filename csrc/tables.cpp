@@ -7,11 +7,15 @@
 
 namespace tbdfs {
 
-LayerTableArrays dense_table(const Hop& hop, int64_t k, int num_threads) {
+LayerTableArrays dense_table(const Hop& hop, int64_t k, int num_threads, int64_t rows) {
+  if (rows < 0) rows = hop.num_dst;
+  if (rows < hop.num_dst)
+    throw InputError("a table of " + std::to_string(hop.num_dst) + " destinations cannot have " +
+                     std::to_string(rows) + " rows");
   LayerTableArrays t;
-  t.num_dst = hop.num_dst;
+  t.num_dst = rows;
   t.k = k;
-  const int64_t n = hop.num_dst * k;
+  const int64_t n = rows * k;
   t.nbr = Buffer<int64_t>(n);
   t.mask = Buffer<uint8_t>(n);
   t.dt = Buffer<double>(n);
@@ -23,9 +27,11 @@ LayerTableArrays dense_table(const Hop& hop, int64_t k, int num_threads) {
                        " sampled neighbours, more than the table width " + std::to_string(k));
   }
   // Rows are independent; each is written exactly once (tables are megabytes per batch).
-  parallel_for(hop.num_dst, num_threads, 4096, [&](int64_t lo, int64_t hi) {
+  parallel_for(rows, num_threads, 4096, [&](int64_t lo, int64_t hi) {
     for (int64_t d = lo; d < hi; ++d) {
-      const int64_t first = hop.indptr[d], c = hop.indptr[d + 1] - first;
+      const bool real = d < hop.num_dst;
+      const int64_t first = real ? hop.indptr[d] : 0;
+      const int64_t c = real ? hop.indptr[d + 1] - first : 0;
       int64_t* nbr = t.nbr.data() + d * k;
       uint8_t* mask = t.mask.data() + d * k;
       double* dt = t.dt.data() + d * k;

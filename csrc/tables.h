@@ -18,7 +18,10 @@ struct LayerTableArrays {
   Buffer<int64_t> eid;   // input row of the edge; -1 where padded
 };
 
-// Throws InputError if a destination has more than k neighbours.
-LayerTableArrays dense_table(const Hop& hop, int64_t k, int num_threads);
+// `rows` (>= hop.num_dst; -1 for hop.num_dst) rows: those past hop.num_dst are padding
+// (fixed shapes for torch.compile).  Neighbour positions count the real destinations only,
+// so padding rows change no index.  Throws InputError if a destination has more than k
+// neighbours.
+LayerTableArrays dense_table(const Hop& hop, int64_t k, int num_threads, int64_t rows = -1);
 
 }  // namespace tbdfs

@@ -223,32 +223,36 @@ class TemporalSampler:
         return int(min(tree + path, 2.0**62))
 
     def _check_roots(self, nodes: Any, times: Any, paths: bool = True,
-                     tables: bool = False) -> Tuple[np.ndarray, np.ndarray]:
+                     tables: bool = False, pad_roots: int = 0) -> Tuple[np.ndarray, np.ndarray]:
         nodes_a = index_array(nodes, "nodes", upper=self.graph.num_nodes)
         times_a = time_array(times, "times")
         if len(nodes_a) != len(times_a):
             raise ValueError(f"nodes and times must have the same length, got {len(nodes_a)} "
                              f"and {len(times_a)}")
-        self._check_budget(len(nodes_a), paths, tables)
+        self._check_budget(len(nodes_a), paths, tables, pad_roots)
         return nodes_a, times_a
 
-    def _table_bytes(self, num_roots: int) -> float:
+    def _table_bytes(self, num_roots: int, pad_roots: int = 0) -> float:
         """Upper bound on the dense tables' bytes: every row ``k`` slots of nbr, mask, dt
         and eid (25 bytes); a layer has at most as many rows as the frontier reaching it,
-        which grows by at most ``min(k, longest list) + 1`` a layer."""
+        which grows by at most ``min(k, longest list) + 1`` a layer (exactly ``k + 1`` when
+        padded to ``pad_roots`` roots, plus the padded sources' node id and time)."""
         longest = self.graph.csr.max_degree  # read each time: appends may raise it
-        rows, total = float(num_roots), 0.0
+        rows, total = float(max(num_roots, pad_roots)), 0.0
         for k in reversed(self.fanouts):  # from the roots outwards
             total += rows * k * 25
-            rows *= min(k, longest) + 1
+            rows *= (k if pad_roots else min(k, longest)) + 1
+            if pad_roots:
+                total += rows * 16
         return total
 
-    def _check_budget(self, num_roots: int, paths: bool, tables: bool = False) -> None:
+    def _check_budget(self, num_roots: int, paths: bool, tables: bool = False,
+                      pad_roots: int = 0) -> None:
         # Before anything is allocated: a batch that does not fit would otherwise be
         # OOM-killed part-way through (no Python exception at all).
         tree, path, instances, slots = _C.estimate_batch_bytes(
             self.graph.csr, self.fanouts, int(num_roots), self.replace, bool(paths))
-        table = self._table_bytes(num_roots) if tables else 0.0
+        table = self._table_bytes(num_roots, pad_roots) if tables else 0.0
         if tree + path + table <= self.max_batch_bytes:
             return
         raise BatchTooLargeError(
@@ -263,13 +267,17 @@ class TemporalSampler:
         )
 
     def _run(self, nodes: np.ndarray, times: np.ndarray, batch_id: Optional[int],
-             paths: bool, tables: bool) -> Tuple[List[tuple], Optional[tuple], Optional[list]]:
+             paths: bool, tables: bool, pad_roots: int = 0,
+             eid_map: Optional[np.ndarray] = None
+             ) -> Tuple[List[tuple], Optional[tuple], Optional[list]]:
         return _C.sample(self.graph.csr, nodes, times, self.fanouts,
                          to_strategy(self.strategy, self.replace), self.time_rule == "strict",
-                         self.seed, self._stream(batch_id), self.num_threads, paths, tables)
+                         self.seed, self._stream(batch_id), self.num_threads, paths, tables,
+                         pad_roots, eid_map)
 
     def sample(self, nodes: Any, times: Any, batch_id: Optional[int] = None,
-               paths: bool = True) -> TemporalBatch:
+               paths: bool = True, pad_roots: Optional[int] = None,
+               eid_map: Any = None) -> TemporalBatch:
         """Sample the L-layer tree of each (node, time) root.
 
         Parameters
@@ -283,6 +291,14 @@ class TemporalSampler:
         paths : bool, optional
             Also explode the tree into root-to-leaf paths (``batch.paths``).  The model
             reads the tree from the layer tables and does not need them.  Default: ``True``.
+        pad_roots : int, optional
+            Return the batch as :meth:`TemporalBatch.padded` ``(pad_roots)`` would, written
+            at those shapes by the sampler itself (no copies; fixed shapes for
+            ``torch.compile``).  Needs ``paths=False``.
+        eid_map : array-like of int, optional
+            One id per edge of the graph: the batch reports ``eid_map[e]`` instead of each
+            sampled edge's input row ``e`` (e.g. rows of a larger dataset the graph was cut
+            from).
 
         Returns
         -------
@@ -290,8 +306,28 @@ class TemporalSampler:
             Dense layer tables and paths of the same sampled tree; its DGL blocks are built
             from the tables on first access (``batch.blocks``).
         """
-        nodes_a, times_a = self._check_roots(nodes, times, paths, tables=True)
-        hops, path_arrays, tables = self._run(nodes_a, times_a, batch_id, paths, True)
+        pad = 0
+        if pad_roots is not None:
+            if isinstance(pad_roots, bool) or not isinstance(pad_roots, (int, np.integer)):
+                raise TypeError(f"pad_roots must be an int, got {type(pad_roots).__name__}")
+            if paths:
+                raise ValueError("pad_roots pads the layer tables and drops the paths: pass "
+                                 "paths=False")
+            pad = int(pad_roots)
+        nodes_a, times_a = self._check_roots(nodes, times, paths, tables=True, pad_roots=pad)
+        if pad and pad < len(nodes_a):
+            raise ValueError(f"pad_roots={pad} is smaller than the batch ({len(nodes_a)} roots)")
+        map_a = None
+        if eid_map is not None:
+            map_a = np.ascontiguousarray(index_array(eid_map, "eid_map"))
+            if len(map_a) != self.graph.num_edges:
+                raise ValueError(f"eid_map has {len(map_a)} entries, the graph has "
+                                 f"{self.graph.num_edges} edges")
+        hops, path_arrays, tables = self._run(nodes_a, times_a, batch_id, paths, True, pad, map_a)
+        if pad:
+            extra = pad - len(nodes_a)
+            nodes_a = np.concatenate([nodes_a, np.zeros(extra, nodes_a.dtype)])
+            times_a = np.concatenate([times_a, np.zeros(extra, times_a.dtype)])
         # No copies: every tensor is a view of an array the C++ call allocated.
         layers = [LayerTable(torch.from_numpy(hop[1]), torch.from_numpy(hop[2]),
                              *(torch.from_numpy(a) for a in table))

@@ -380,3 +380,66 @@ def test_csc_block_falls_back_when_dgl_internals_differ(monkeypatch):
     block = _blocks.csc_block(indptr, idx, torch.tensor([0]), 2, 1)
     assert _blocks._checked and _blocks._fast is None
     assert block.num_edges() == 1 and block.num_src_nodes() == 2
+
+
+def _tables_equal(a, b):
+    for name in ("root_nodes", "root_times"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert len(a.layers) == len(b.layers)
+    for x, y in zip(a.layers, b.layers):
+        for f in ("src_nodes", "src_ts", "nbr", "mask", "dt", "eid"):
+            assert getattr(x, f).dtype == getattr(y, f).dtype, f
+            assert torch.equal(getattr(x, f), getattr(y, f)), f
+
+
+@pytest.mark.parametrize("strategy", ["recent", "uniform"])
+@pytest.mark.parametrize("fanouts", [[3], [2, 3], [2, 1, 2]])
+@pytest.mark.parametrize("extra", [0, 7])
+def test_padded_sampling_equals_padding_the_batch(strategy, fanouts, extra):
+    """``sample(pad_roots=P)`` writes what ``sample(...).padded(P)`` builds by copying (whose
+    unpadded tables the reference checks), with eids mapped by ``eid_map`` as the trainer
+    maps its training graph's edges back to dataset rows."""
+    rng = np.random.default_rng(21)
+    N = 30
+    src, dst, ts = ref.random_graph(rng, N, 300)
+    g = TemporalGraph(src, dst, ts, num_nodes=N)
+    nodes, times = roots_for(rng, src, dst, ts, 25)
+    rows = np.sort(rng.choice(10 * len(src), len(src), replace=False))  # rows of a larger set
+
+    def draw(**kw):
+        s = TemporalSampler(g, fanouts, strategy=strategy, seed=3, num_threads=1)
+        return s.sample(nodes, times, batch_id=4, paths=False, **kw)
+
+    plain = draw()
+    _tables_equal(draw(pad_roots=len(nodes) + extra), plain.padded(len(nodes) + extra))
+    mapped = plain.padded(len(nodes) + extra)
+    for t in mapped.layers:
+        t.eid = torch.where(t.eid >= 0, torch.from_numpy(rows)[t.eid.clamp(min=0)], t.eid)
+    _tables_equal(draw(pad_roots=len(nodes) + extra, eid_map=rows), mapped)
+    unpadded_mapped = draw(eid_map=rows)
+    for x, y in zip(unpadded_mapped.layers, plain.layers):
+        want = torch.where(y.eid >= 0, torch.from_numpy(rows)[y.eid.clamp(min=0)], y.eid)
+        assert torch.equal(x.eid, want)
+        assert torch.equal(x.nbr, y.nbr) and torch.equal(x.dt, y.dt)
+
+
+def test_padding_and_eid_map_refuse_bad_requests():
+    rng = np.random.default_rng(22)
+    src, dst, ts = ref.random_graph(rng, 20, 100)
+    g = TemporalGraph(src, dst, ts, num_nodes=20)
+    s = TemporalSampler(g, [2, 2], seed=0)
+    nodes, times = roots_for(rng, src, dst, ts, 10)
+    with pytest.raises(ValueError, match="paths=False"):
+        s.sample(nodes, times, pad_roots=12)
+    with pytest.raises(ValueError, match="smaller than the batch"):
+        s.sample(nodes, times, paths=False, pad_roots=5)
+    with pytest.raises(TypeError, match="pad_roots must be an int"):
+        s.sample(nodes, times, paths=False, pad_roots=12.0)
+    with pytest.raises(ValueError, match="eid_map has 99 entries, the graph has 100"):
+        s.sample(nodes, times, eid_map=np.arange(99))
+    with pytest.raises(ValueError, match="eid_map"):
+        s.sample(nodes, times, eid_map=-np.arange(100))
+    with pytest.raises(ValueError, match="pad_roots"):  # the C++ checks, called directly
+        s._run(*s._check_roots(nodes, times), None, True, True, 12)
+    with pytest.raises(ValueError, match="outside eid_map"):  # likewise
+        s._run(*s._check_roots(nodes, times), None, False, True, 0, np.arange(3, dtype=np.int64))

@@ -142,8 +142,8 @@ class LinkPredictionTrainer:
         edge_feat = None if data.edge_feat is None else torch.from_numpy(data.edge_feat)
         node_feat = None if data.node_feat is None else torch.from_numpy(data.node_feat)
         full, train_graph = self._graphs()
-        # The training graph renumbers edges; map its edge ids back to dataset rows.
-        self._train_rows = torch.from_numpy(np.flatnonzero(self.split.train))
+        # The training graph renumbers edges; its sampler maps them back to dataset rows.
+        self._train_rows = np.ascontiguousarray(np.flatnonzero(self.split.train), np.int64)
         kw = dict(fanouts=list(config.fanouts), strategy=config.strategy, time_rule=time_rule,
                   seed=config.seed, num_threads=threads)
         self.train_sampler = TemporalSampler(train_graph, **kw)
@@ -287,11 +287,13 @@ class LinkPredictionTrainer:
         nodes = np.concatenate([item.src, item.dst, item.neg_dst.reshape(-1)])
         times = np.concatenate([item.ts, item.ts, item.ts if k == 1 else np.repeat(item.ts, k)])
         # TBDFSModel reads the tree from the layer tables: no path explosion needed, unless
-        # the model says otherwise (``needs_paths``, e.g. the per-slot reference).
-        batch = sampler.sample(nodes, times, batch_id=batch_id, paths=self._needs_paths)
-        if remap_eids:
-            self._remap_train_eids(batch)
-        if self._pad_roots is not None:
+        # the model says otherwise (``needs_paths``, e.g. the per-slot reference).  The
+        # sampler writes the padded shapes and the dataset rows itself: no copies here.
+        paths = self._needs_paths
+        pad = self._pad_roots if not paths else None
+        batch = sampler.sample(nodes, times, batch_id=batch_id, paths=paths, pad_roots=pad,
+                               eid_map=self._train_rows if remap_eids else None)
+        if paths and self._pad_roots is not None:
             batch = batch.padded(self._pad_roots)
         if self.device.type == "cuda":
             # Pinned memory and a stream of its own let the copy run, from the sampling
@@ -317,16 +319,6 @@ class LinkPredictionTrainer:
         for t in _tensors_of(batch):
             t.record_stream(stream)
         return batch
-
-    def _remap_train_eids(self, batch: Any) -> None:
-        """The training graph numbers its interactions 0..; map them to dataset rows."""
-        rows = self._train_rows
-        for table in batch.layers:
-            e = table.eid
-            table.eid = torch.where(e >= 0, rows[e.clamp(min=0)], e)
-        if batch.paths is not None:
-            e = batch.paths.eids
-            batch.paths.eids = torch.where(e >= 0, rows[e.clamp(min=0)], e)
 
     def _iterate(self, sampler: TemporalSampler, items: List[EventBatch],
                  first_id: int, remap: bool, batch_ids: Optional[Sequence[int]] = None
