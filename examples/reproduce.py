@@ -129,6 +129,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     h.add_argument("--device", default="cpu", help="torch device of the model, e.g. cuda "
                    "(sampling stays on CPU threads)")
     h.add_argument("--compile", action="store_true", help="torch.compile the model")
+    h.add_argument("--compile-mode", default=None,
+                   help="torch.compile's mode with --compile, e.g. reduce-overhead (CUDA "
+                        "graphs on a GPU)")
     h.add_argument("--amp", choices=["bf16"], default=None,
                    help="autocast the model's matrix products to bfloat16")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
@@ -283,7 +286,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _hardware(args: argparse.Namespace):
     from reproduce_lib.runner import Hardware
 
-    return Hardware(device=args.device, compile=args.compile, amp=args.amp)
+    if args.compile_mode is not None and not args.compile:
+        raise SystemExit("error: --compile-mode needs --compile")
+    return Hardware(device=args.device, compile=args.compile, amp=args.amp,
+                    compile_mode=args.compile_mode)
 
 
 def _parse_shard(text: str) -> Tuple[int, int]:

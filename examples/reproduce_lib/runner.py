@@ -96,6 +96,7 @@ class Hardware:
     device: str = "cpu"
     compile: bool = False
     amp: Optional[str] = None
+    compile_mode: Optional[str] = None  # e.g. 'reduce-overhead' (CUDA graphs) with compile
 
 
 def train_config(budget: Budget, seed: int, hardware: Hardware = Hardware()) -> TrainConfig:
@@ -107,7 +108,8 @@ def train_config(budget: Budget, seed: int, hardware: Hardware = Hardware()) -> 
                        eval_negatives=budget.eval_negatives,
                        eval_candidates=budget.eval_candidates, save_dir=None, progress=False,
                        train_negatives=budget.train_negatives, device=hardware.device,
-                       compile=hardware.compile, amp=hardware.amp)
+                       compile=hardware.compile, amp=hardware.amp,
+                       compile_mode=hardware.compile_mode)
 
 
 _CODE: Optional[Dict[str, Any]] = None
@@ -209,7 +211,7 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
         "torch_threads": torch.get_num_threads(), "host": platform.node(),
         "cpu_count": os.cpu_count(),
         "device": _device_name(hardware.device), "compile": hardware.compile,
-        "amp": hardware.amp,
+        "compile_mode": hardware.compile_mode, "amp": hardware.amp,
         "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "code": code_version(),
         "versions": {"torch": torch.__version__, "numpy": np.__version__},
