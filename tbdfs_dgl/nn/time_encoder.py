@@ -483,7 +483,8 @@ class TimeEncoder(nn.Module):
         """Raise :class:`TimeEncodingRangeError` if, since the module was built, the
         GPU / compiled encoding met a phase ``|w·Δt| >= 2**29`` rad, where its fixed-cost
         reduction stops being exact.  Reading the flag synchronises with the device: call
-        it where you synchronise anyway (the trainer does, after each step)."""
+        it where you synchronise anyway (the trainer does, every ``SYNC_EVERY`` steps on a
+        GPU, after each step on a CPU)."""
         if bool(self.range_exceeded):
             raise TimeEncodingRangeError(
                 "a time gap times a frequency of the time encoding reached 2**29 rad, beyond "
