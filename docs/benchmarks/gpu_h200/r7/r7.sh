@@ -7,6 +7,10 @@
 #    5 whole epochs and on Wikipedia over 2, ours on Wikipedia over 5 epochs (alpha 1, 0.5),
 #    ours' CollegeMsg time to val AP 0.75.
 # Everything lands in /tmp/r7 and comes back as $OUT/r7.tgz.
+# Kept as the record of round 7's device call (it ran from .gpuscripts/, an ignored folder
+# carried to the machine with .gpudata/): .gpuscripts/base held `git archive 75f68f9
+# tbdfs_dgl examples`, .gpuscripts/dyglib a DyGLib checkout (not part of this repository).
+# Run from the repository root as `bash .gpuscripts/r7.sh` after copying it there.
 # Dry run on a CPU: R7_DEVICE=cpu R7_QUICK=1 PY=.venv/bin/python OUT=/tmp/r7dry bash .gpuscripts/r7.sh
 set -u
 cd "$(dirname "$0")/.."
