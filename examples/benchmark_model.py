@@ -128,11 +128,12 @@ def _trainer(data: TemporalDataset, setting: Dict[str, Any], variant: str, impl:
         from tbdfs_dgl._reference import ReferenceModel
 
         model = ReferenceModel(model)
+    compiled = args.compile and impl == "dense"  # the DGL baseline runs eager
     cfg = TrainConfig(batch_size=args.batch_size, fanouts=setting["fanouts"],
                       strategy=setting["strategy"], num_threads=args.sampler_threads,
                       seed=args.seed, device=args.device, train_batches=batches,
-                      compile=args.compile and impl == "dense", amp=args.amp,
-                      compile_mode=args.compile_mode if args.compile and impl == "dense" else None,
+                      compile=compiled, amp=args.amp,
+                      compile_mode=args.compile_mode if compiled else None,
                       progress=False, retain_memory=args.retain_memory,
                       prefetch_batches=args.prefetch_batches)
     return LinkPredictionTrainer(model, data, cfg, log=lambda line: None)
@@ -198,8 +199,8 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
             ms = 1e3 * statistics.median(per_batch[c])
             rows.append({
                 "setting": s, "variant": c[0], "impl": c[1], "device": args.device,
-                "compile": bool(args.compile and c[1] == "dense"), "amp": args.amp,
-                "compile_mode": args.compile_mode if args.compile and c[1] == "dense" else None,
+                "compile": tr.config.compile, "amp": args.amp,
+                "compile_mode": tr.config.compile_mode,
                 "prefetch_batches": args.prefetch_batches,
                 "ms_per_batch": ms,
                 "ms_per_batch_min": 1e3 * min(per_batch[c]),

@@ -282,6 +282,16 @@ class TemporalBatch:
         return self._map(lambda t: t.pin_memory(), lambda t: t.pin_memory(),
                          lambda b: b.pin_memory_())
 
+    def record_stream(self, stream: Any) -> None:
+        """Mark the tensors the model reads (roots, tables, paths) as used by the CUDA
+        ``stream`` (:meth:`torch.Tensor.record_stream`), for a batch copied on another
+        stream: the caching allocator then keeps their memory until ``stream`` is done."""
+        tensors = [self.root_nodes, self.root_times]
+        for group in self.layers + ([self.paths] if self.paths is not None else []):
+            tensors.extend(getattr(group, f.name) for f in fields(group))
+        for t in tensors:
+            t.record_stream(stream)
+
     def __repr__(self) -> str:
         return (f"TemporalBatch(num_roots={self.num_roots}, num_layers={self.num_layers}, "
                 f"device={self.device})")

@@ -315,8 +315,6 @@ class TemporalSampler:
                                  "paths=False")
             pad = int(pad_roots)
         nodes_a, times_a = self._check_roots(nodes, times, paths, tables=True, pad_roots=pad)
-        if pad and pad < len(nodes_a):
-            raise ValueError(f"pad_roots={pad} is smaller than the batch ({len(nodes_a)} roots)")
         map_a = None
         if eid_map is not None:
             map_a = np.ascontiguousarray(index_array(eid_map, "eid_map"))

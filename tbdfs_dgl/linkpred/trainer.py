@@ -16,7 +16,7 @@ import copy
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -74,16 +74,6 @@ class TrainResult:
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
-
-
-def _tensors_of(batch: Any) -> Iterator[torch.Tensor]:
-    """Every tensor a sampled batch carries: roots, layer tables, paths."""
-    yield batch.root_nodes
-    yield batch.root_times
-    groups = list(batch.layers) + ([batch.paths] if batch.paths is not None else [])
-    for group in groups:
-        for f in fields(group):
-            yield getattr(group, f.name)
 
 
 def _peak_rss_mb() -> float:
@@ -316,8 +306,7 @@ class LinkPredictionTrainer:
             return batch
         stream = torch.cuda.current_stream(batch.device)
         stream.wait_event(copied)
-        for t in _tensors_of(batch):
-            t.record_stream(stream)
+        batch.record_stream(stream)
         return batch
 
     def _iterate(self, sampler: TemporalSampler, items: List[EventBatch],
