@@ -37,7 +37,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -57,6 +57,7 @@ from tbdfs_dgl.data import load_dataset  # noqa: E402
 from tbdfs_dgl.graph import TemporalGraph  # noqa: E402
 from tbdfs_dgl.linkpred import NegativeSampler, chronological_split  # noqa: E402
 from tbdfs_dgl.nn import TemporalAttentionConv  # noqa: E402
+from tbdfs_dgl.nn._common import reset_attention  # noqa: E402
 from tbdfs_dgl.sampler import TemporalSampler  # noqa: E402
 from tbdfs_dgl._tables import block_from_table  # noqa: E402
 from tbdfs_dgl.batch import LayerTable  # noqa: E402
@@ -108,13 +109,24 @@ class DyGLibLayer(nn.Module):
 
     ``q = W_Q[h_i || Phi(0)]``, ``k, v = W_{K,V}[h_j || x_ij || Phi(dt)]`` with head width
     ``(D + T) / H``; ``o = LayerNorm(Dropout(W_O a + b_O) + [h_i || Phi(0)])``;
-    output ``fc2(ReLU(fc1([o || x_i])))`` with ``x_i`` the raw node input (zero when
-    featureless) -- MultiHeadAttention + MergeLayer of DyGLib's models/TGAT.py, with
-    torch's default initialisation.  Destinations without in-edges get ``a = 0``.
+    output ``fc2(ReLU(fc1([o || h_i])))`` -- MultiHeadAttention + MergeLayer of DyGLib's
+    models/TGAT.py, with torch's default initialisation.  One difference to DyGLib: its
+    merge reads the raw node features ``x_i`` (zero on a featureless graph), this one the
+    layer's input ``h_i`` (zero in the first layer, the first layer's output in the
+    second).  Destinations without in-edges get ``a = 0``.
+
+    ``parts`` leaves one piece out at a time (``--layer dyglib-no<part>``): ``norm``
+    (no LayerNorm), ``res`` (no residual onto ``[h_i || Phi(0)]``), ``out`` (no ``W_O``:
+    the attention output itself), ``torchinit`` (our Xavier-normal init instead of
+    torch's default).
     """
 
-    def __init__(self, conv: TemporalAttentionConv, dropout: float) -> None:
+    PARTS = ("norm", "res", "out", "torchinit")
+
+    def __init__(self, conv: TemporalAttentionConv, dropout: float,
+                 parts: Sequence[str] = PARTS) -> None:
         super().__init__()
+        self.parts = frozenset(parts)
         self.time_encoder = conv.time_encoder
         D, E, T, H = conv._in_src_dim, conv._edge_dim, conv._time_dim, conv._num_heads
         self.D, self.E, self.T, self.H = D, E, T, H
@@ -129,6 +141,9 @@ class DyGLibLayer(nn.Module):
         self.drop = nn.Dropout(dropout)
         self.fc1 = nn.Linear(qd + D, D)
         self.fc2 = nn.Linear(D, D)
+        if "torchinit" not in self.parts:
+            reset_attention((self.fc_q, self.fc_k, self.fc_v, self.fc_o), (self.fc1, self.fc2))
+            nn.init.zeros_(self.fc_o.bias)
 
     def forward(self, block, feat, edge_feat=None, dt=None):
         if isinstance(block, LayerTable):  # edge_feat then comes per table slot
@@ -161,7 +176,12 @@ class DyGLibLayer(nn.Module):
         score = (q[dst] * k).sum(-1, keepdim=True) / math.sqrt(dk)  # [E, H, 1]
         a = self.drop(dgl.nn.functional.edge_softmax(block, score))
         agg = torch.zeros(num_dst, H, dk, device=dev).index_add_(0, dst, a * v)
-        o = self.norm(self.drop(self.fc_o(agg.reshape(num_dst, -1))) + qin)
+        o = agg.reshape(num_dst, -1)
+        o = self.drop(self.fc_o(o) if "out" in self.parts else o)
+        if "res" in self.parts:
+            o = o + qin
+        if "norm" in self.parts:
+            o = self.norm(o)
         return self.fc2(F.relu(self.fc1(torch.cat([o, h_dst if feat is not None
                                                    else torch.zeros_like(h_dst)], dim=-1))))
 
@@ -199,7 +219,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="time_encoding cos_sin (release 0.1), cos_sin_unscaled, cos_phase")
     p.add_argument("--empty", default="none", choices=["none", "pad"],
                    help="pad: empty neighbourhoods attend over DyGLib's time-0 padding")
-    p.add_argument("--layer", default="ours", choices=["ours", "dyglib"])
+    p.add_argument("--layer", default="ours",
+                   choices=["ours", "dyglib"] + [f"dyglib-no{x}" for x in DyGLibLayer.PARTS])
     p.add_argument("--neg", default="train-dst", choices=["train-dst", "all-dst", "active"],
                    help="training negatives: among training destinations (ours, DyGLib), "
                         "all destinations, or training destinations already active "
@@ -321,8 +342,10 @@ def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
                        time_dim=a.time_dim, hidden_dim=a.hidden_dim,
                        num_layers=len(a.fanouts.split(",")), num_heads=2, dropout=a.dropout,
                        alpha=alpha, time_encoding=TIME_ENCODINGS[a.time_enc])
-    if a.layer == "dyglib":
-        model.layers = nn.ModuleList(DyGLibLayer(l, a.dropout) for l in model.layers)
+    if a.layer.startswith("dyglib"):
+        drop = a.layer.split("-no")[1:]  # dyglib-no<part>: that part left out
+        parts = [x for x in DyGLibLayer.PARTS if x not in drop]
+        model.layers = nn.ModuleList(DyGLibLayer(l, a.dropout, parts) for l in model.layers)
     if a.init == "torch":
         for m in model.modules():
             if isinstance(m, nn.Linear):
