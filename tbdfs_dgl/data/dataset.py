@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from .._deprecation import deprecated_alias
 from .._validate import feature_array, index_array, time_values
+
+if TYPE_CHECKING:  # for the annotation only: the graph module imports the C++ extension
+    from ..graph import TemporalGraph
 
 __all__ = ["TemporalDataset", "sort_by_time"]
 
@@ -170,7 +173,7 @@ class TemporalDataset:
     node_feat_dim = deprecated_alias("node_dim")
 
     # ------------------------------------------------------------------ conversions
-    def to_graph(self, directed: bool = False):
+    def to_graph(self, directed: bool = False) -> "TemporalGraph":
         """Build the sampler's :class:`tbdfs_dgl.TemporalGraph` over these interactions.
 
         Parameters

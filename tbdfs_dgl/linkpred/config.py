@@ -139,6 +139,7 @@ class TrainConfig:
         return self.eval_negatives == "random" and self.eval_candidates == 1
 
     def to_dict(self) -> Dict[str, Any]:
+        """The settings as plain JSON-ready values (``fanouts`` as a list)."""
         d = asdict(self)
         d["fanouts"] = list(self.fanouts)
         return d

@@ -73,6 +73,7 @@ class TrainResult:
     peak_gpu_mb: Optional[float] = None  # torch.cuda.max_memory_allocated, CUDA runs only
 
     def to_dict(self) -> Dict[str, Any]:
+        """The result as a plain dict (:func:`dataclasses.asdict`)."""
         return asdict(self)
 
 
