@@ -283,14 +283,19 @@ class TemporalBatch:
                          lambda b: b.pin_memory_())
 
     def record_stream(self, stream: Any) -> None:
-        """Mark the tensors the model reads (roots, tables, paths) as used by the CUDA
-        ``stream`` (:meth:`torch.Tensor.record_stream`), for a batch copied on another
-        stream: the caching allocator then keeps their memory until ``stream`` is done."""
+        """Mark the batch's tensors (roots, tables, paths; blocks if built) as used by the
+        CUDA ``stream`` (:meth:`torch.Tensor.record_stream`), for a batch copied on another
+        stream: the caching allocator then keeps their memory until ``stream`` is done.
+        Like :meth:`to`, it touches only what the batch holds: reading :attr:`layers` of a
+        batch with blocks only would build tables on the device for nothing."""
         tensors = [self.root_nodes, self.root_times]
-        for group in self.layers + ([self.paths] if self.paths is not None else []):
+        groups = (self._layers or []) + ([self.paths] if self.paths is not None else [])
+        for group in groups:
             tensors.extend(getattr(group, f.name) for f in fields(group))
         for t in tensors:
             t.record_stream(stream)
+        for block in self._blocks or []:
+            block.record_stream(stream)  # DGLGraph.record_stream: its structure and data
 
     def __repr__(self) -> str:
         return (f"TemporalBatch(num_roots={self.num_roots}, num_layers={self.num_layers}, "
