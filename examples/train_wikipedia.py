@@ -80,6 +80,12 @@ def add_model_arguments(m: Any) -> None:
                         "default: the model's (docs/learning_efficiency.md)")
     m.add_argument("--unscaled-time", action="store_true",
                    help="same as --time-encoding cos_sin_unscaled")
+    m.add_argument("--attn-dim", type=int, default=None,
+                   help="attention width of the BFS layers (TBDFSModel(attn_dim=...)); "
+                        "default: the model's (hidden_dim)")
+    m.add_argument("--attn-norm", action=argparse.BooleanOptionalAction, default=None,
+                   help="W_O + LayerNorm on the BFS layers' attention output "
+                        "(TBDFSModel(attn_norm=...)); default: the model's")
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -186,7 +192,9 @@ def model_kwargs(args: argparse.Namespace, data: TemporalDataset, alpha: Any) ->
                 across_paths_agg=args.across_paths_agg, path_inputs=args.path_inputs,
                 use_time=not args.no_time, num_nodes=data.num_nodes,
                 node_embedding_dim=args.node_embedding_dim,
-                time_encoding=time_encoding(args))
+                time_encoding=time_encoding(args),
+                **{k: v for k, v in (("attn_dim", args.attn_dim), ("attn_norm", args.attn_norm))
+                   if v is not None})
 
 
 def time_encoding(args: argparse.Namespace) -> Any:

@@ -187,8 +187,8 @@ class DyGLibLayer(nn.Module):
 
 
 # ------------------------------------------------------------------------------ the runner
-ABLATION_KEYS = ("time_enc", "empty", "layer", "neg", "loss", "lr", "dropout", "init",
-                 "hidden_dim", "time_dim", "eval_neg")
+ABLATION_KEYS = ("time_enc", "empty", "layer", "attn_dim", "attn_norm", "merge_drop", "neg",
+                 "loss", "lr", "dropout", "init", "hidden_dim", "time_dim", "eval_neg")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -221,6 +221,16 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="pad: empty neighbourhoods attend over DyGLib's time-0 padding")
     p.add_argument("--layer", default="ours",
                    choices=["ours", "dyglib"] + [f"dyglib-no{x}" for x in DyGLibLayer.PARTS])
+    p.add_argument("--attn-dim", dest="attn_dim", type=int, default=0,
+                   help="the library's layer with this attention width "
+                        "(TBDFSModel(attn_dim=)); 0: hidden_dim")
+    p.add_argument("--attn-norm", dest="attn_norm", default="off", choices=["off", "on"],
+                   help="the library's layer with W_O + LayerNorm on the attention output "
+                        "(TBDFSModel(attn_norm=True))")
+    p.add_argument("--merge-drop", dest="merge_drop", default="on", choices=["on", "off"],
+                   help="off: no dropout on the merge FFN's hidden layer of the library's "
+                        "BFS layers (DyGLib's MergeLayer has none); with --attn-norm on, the "
+                        "dropout on W_O's output stays")
     p.add_argument("--neg", default="train-dst", choices=["train-dst", "all-dst", "active"],
                    help="training negatives: among training destinations (ours, DyGLib), "
                         "all destinations, or training destinations already active "
@@ -230,7 +240,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="sum of the two mean BCEs (ours) or one mean over pos+neg (DyGLib)")
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--init", default="ours", choices=["ours", "torch"])
+    p.add_argument("--init", default="ours", choices=["ours", "torch", "torch-layers"],
+                   help="torch: torch's default init for every linear map; torch-layers: "
+                        "for the BFS layers' only (as DyGLibLayer has it)")
     p.add_argument("--hidden-dim", dest="hidden_dim", type=int, default=100)
     p.add_argument("--time-dim", dest="time_dim", type=int, default=100)
     p.add_argument("--ablations", default=None,
@@ -341,13 +353,19 @@ def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
     model = TBDFSModel(node_dim=data.node_dim, edge_dim=data.edge_dim,
                        time_dim=a.time_dim, hidden_dim=a.hidden_dim,
                        num_layers=len(a.fanouts.split(",")), num_heads=2, dropout=a.dropout,
-                       alpha=alpha, time_encoding=TIME_ENCODINGS[a.time_enc])
+                       alpha=alpha, time_encoding=TIME_ENCODINGS[a.time_enc],
+                       attn_dim=a.attn_dim or None, attn_norm=a.attn_norm == "on")
+    if a.merge_drop == "off":
+        for layer in model.layers:
+            if layer.fc_o is not None:  # the dropout after W_O stays, DyGLib has it
+                layer.fc_o = nn.Sequential(layer.fc_o, nn.Dropout(a.dropout))
+            layer.feat_drop = nn.Identity()
     if a.layer.startswith("dyglib"):
         drop = a.layer.split("-no")[1:]  # dyglib-no<part>: that part left out
         parts = [x for x in DyGLibLayer.PARTS if x not in drop]
         model.layers = nn.ModuleList(DyGLibLayer(l, a.dropout, parts) for l in model.layers)
-    if a.init == "torch":
-        for m in model.modules():
+    if a.init != "ours":
+        for m in (model if a.init == "torch" else model.layers).modules():
             if isinstance(m, nn.Linear):
                 m.reset_parameters()
     return model

@@ -110,6 +110,15 @@ class TBDFSModel(nn.Module):
         ``docs/learning_efficiency.md``).  Default ``'cos_phase'`` (or what
         ``normalize_time`` says); release 0.1 had ``'cos_sin'``.  Recorded in checkpoints
         with the other arguments; checkpoints without either are release-0.1 models.
+    attn_dim : int, optional
+        Attention width of the BFS layers (:class:`~tbdfs_dgl.nn.TemporalAttentionConv`),
+        a multiple of ``num_heads``.  Default ``hidden_dim`` (TGAT); DyGLib's TGAT uses
+        ``hidden_dim + time_dim``.
+    attn_norm : bool, optional
+        BFS layers map their attention output by ``W_O``, dropout and a LayerNorm before
+        the merge (DyGLib's attention without its residual; see
+        :class:`~tbdfs_dgl.nn.TemporalAttentionConv`).  Default ``False`` (TGAT).
+        Checkpoints record both; those without them are TGAT's form.
     """
 
     #: Deprecated attribute names (release 0.1), forwarding with a warning.
@@ -135,6 +144,8 @@ class TBDFSModel(nn.Module):
         node_embedding_dim: int = 0,
         normalize_time: Optional[bool] = None,
         time_encoding: Optional[str] = None,
+        attn_dim: Optional[int] = None,
+        attn_norm: bool = False,
     ) -> None:
         super().__init__()
         _check_dim("node_dim", node_dim, 0)
@@ -155,6 +166,14 @@ class TBDFSModel(nn.Module):
         if hidden_dim % num_heads:
             raise ValueError(f"hidden_dim ({hidden_dim}) must be a multiple of num_heads "
                              f"({num_heads})")
+        if attn_dim is None:
+            attn_dim = hidden_dim
+        _check_dim("attn_dim", attn_dim, 1)
+        if attn_dim % num_heads:
+            raise ValueError(f"attn_dim ({attn_dim}) must be a multiple of num_heads "
+                             f"({num_heads})")
+        if not isinstance(attn_norm, bool):
+            raise ValueError(f"attn_norm must be True or False, got {attn_norm!r}")
         if not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         if isinstance(alpha, str):
@@ -190,6 +209,8 @@ class TBDFSModel(nn.Module):
         self.node_embedding_dim = int(node_embedding_dim)
         self.time_encoding = time_encoding
         self.normalize_time = time_encoding == "cos_sin"
+        self.attn_dim = int(attn_dim)
+        self.attn_norm = attn_norm
 
         self.time_encoder = TimeEncoder(time_dim, use_time=use_time, encoding=time_encoding)
         self.node_embedding = (nn.Embedding(num_nodes, node_embedding_dim)
@@ -200,7 +221,8 @@ class TBDFSModel(nn.Module):
         self.layers = nn.ModuleList(
             TemporalAttentionConv(hidden_dim, hidden_dim, num_heads, edge_dim=edge_dim,
                                   feat_drop=dropout, attn_drop=dropout,
-                                  time_encoder=self.time_encoder)
+                                  time_encoder=self.time_encoder, attn_dim=attn_dim,
+                                  attn_norm=attn_norm)
             for _ in range(num_layers))
         if self.uses_dfs:
             self.path_encoder = PathEncoder(hidden_dim, hidden_dim, num_heads,

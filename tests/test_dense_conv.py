@@ -160,6 +160,27 @@ def test_dense_matches_dgl_on_sampler_blocks(num_heads, edge_dim, give_edge_feat
                      torch.float64))
 
 
+@pytest.mark.parametrize("edge_dim", [0, 3])
+@pytest.mark.parametrize("featureless", [False, True])
+def test_dense_matches_dgl_with_normed_wide_attention(edge_dim, featureless):
+    seed_all(0)
+    gen = torch.Generator().manual_seed(2)
+    k = 5
+    block = sampler_block(17, k, gen)  # destination 0 has no in-edges
+    table = table_from_block(block, fanout=k)
+    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=edge_dim, time_dim=8,
+                                 attn_dim=14, attn_norm=True).double()
+    with torch.no_grad():
+        conv.attn_layer_norm.weight.uniform_(0.5, 1.5)
+        conv.fc_o.bias.uniform_(-0.5, 0.5)
+    feat = None if featureless else torch.randn(block.num_src_nodes(), 6, dtype=torch.float64)
+    x = torch.randn(block.num_edges(), edge_dim, dtype=torch.float64) if edge_dim else None
+    results = run_both(conv, block, table, feat, x, slot_edge_ids(block, table), torch.float64)
+    compare(results)
+    for n in ("fc_o.weight", "fc_o.bias", "attn_layer_norm.weight", "attn_layer_norm.bias"):
+        assert results[1][1][n].abs().sum() > 0, n
+
+
 @pytest.mark.parametrize("featureless", [False, True])
 def test_dense_matches_dgl_on_a_generic_block_and_pair_feats(featureless):
     seed_all(1)

@@ -33,6 +33,8 @@ VARIANTS = [
     {"time_encoding": "cos_phase"},
     {"time_encoding": "cos_phase", "alpha": 1.0},
     {"time_encoding": "cos_sin_unscaled"},
+    {"attn_norm": True, "attn_dim": 20},
+    {"attn_norm": True, "alpha": 1.0, "path_inputs": "bfs"},
 ]
 
 

@@ -251,6 +251,29 @@ def test_unscaled_time_encoding_is_recorded_and_old_kwargs_mean_scaled(tmp_path)
     # (checkpoints recording no form at all: tests/test_time_encoding_forms.py)
 
 
+def test_attention_form_is_recorded_and_old_checkpoints_are_tgat(tmp_path):
+    from tbdfs_dgl import TBDFSModel
+
+    kwargs = dict(node_dim=0, edge_dim=0, time_dim=8, hidden_dim=8)
+    path = str(tmp_path / "m.pt")
+    torch.manual_seed(0)
+    model = TBDFSModel(**kwargs, attn_dim=12, attn_norm=True)
+    save_checkpoint(path, model, kwargs)  # the form is recorded even when not passed
+    again, _ = load_checkpoint(path)
+    assert (again.attn_dim, again.attn_norm) == (12, True)
+    for (n, a), (m, b) in zip(model.state_dict().items(), again.state_dict().items()):
+        assert n == m and torch.equal(a, b), n
+    # A checkpoint from before the choice (no attn_* recorded, TGAT's keys) loads as TGAT.
+    tgat = TBDFSModel(**kwargs)
+    import tbdfs_dgl.linkpred.checkpoints as ckpt
+    payload = {"model_kwargs": dict(kwargs, time_encoding=tgat.time_encoding),
+               "state_dict": tgat.state_dict(), "extra": {}}
+    torch.save(payload, path)  # the previous release's plain format
+    old, _ = ckpt.load_checkpoint(path)
+    assert (old.attn_dim, old.attn_norm) == (8, False)
+    assert old.layers[0].fc_o is None
+
+
 class _TailTrainer(LinkPredictionTrainer):
     """Batches from the last ``max_batches`` batches of the rows (as the reproduction's
     speed estimate does), through the public hook."""

@@ -307,3 +307,20 @@ def test_train_wikipedia_aggregation_flags():
         kw = script.model_kwargs(args, ds, 0.5)
         TBDFSModel(**kw)
     assert kw["across_paths_agg"] == "mean" and "paths_agg" not in kw
+
+
+def test_train_wikipedia_attention_form_flags():
+    spec = importlib.util.spec_from_file_location(
+        "train_wikipedia_for_tests", ROOT / "examples" / "train_wikipedia.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    ds = TemporalDataset(name="t", src=[0, 1], dst=[1, 2], ts=[1, 2], num_nodes=3)
+    # Not given: the model's defaults, not a value the script fixes.
+    kw = script.model_kwargs(script.parse_args([]), ds, 1.0)
+    assert "attn_dim" not in kw and "attn_norm" not in kw
+    kw = script.model_kwargs(script.parse_args(["--attn-norm", "--attn-dim", "200"]), ds, 1.0)
+    assert (kw["attn_dim"], kw["attn_norm"]) == (200, True)
+    model = TBDFSModel(**kw)
+    assert (model.attn_dim, model.attn_norm) == (200, True)
+    kw = script.model_kwargs(script.parse_args(["--no-attn-norm"]), ds, 1.0)
+    assert kw["attn_norm"] is False

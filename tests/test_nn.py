@@ -45,6 +45,9 @@ def ref_conv(conv, block, h, edge_feat, dt):
             kv = torch.cat([h[src[eids]], x, conv.time_encoder(dt[eids])[:, :T]], dim=-1)
             agg = ref_attention(conv.fc_q.weight, conv.fc_k.weight, conv.fc_v.weight,
                                 torch.cat([h_i, phi0]), kv, conv._num_heads)
+        if conv.attn_norm:  # W_O, then LayerNorm (dropout: none in these tests)
+            agg = F.layer_norm(conv.fc_o(agg), (agg.shape[0],),
+                               conv.attn_layer_norm.weight, conv.attn_layer_norm.bias)
         hidden = F.relu(conv.fc1(torch.cat([h_i, agg])))
         outs.append(conv.fc2(hidden))
     return torch.stack(outs)
@@ -247,6 +250,45 @@ def test_conv_matches_reference(edge_dim, use_time):
     assert torch.allclose(out, ref, atol=1e-5)
 
 
+@pytest.mark.parametrize("attn_dim,attn_norm", [(None, True), (12, False), (12, True)])
+def test_conv_attention_form_matches_reference(attn_dim, attn_norm):
+    torch.manual_seed(0)
+    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=5, time_dim=4,
+                                 attn_dim=attn_dim, attn_norm=attn_norm)
+    with torch.no_grad():  # away from the identity, so that the test sees them
+        if attn_norm:
+            conv.attn_layer_norm.weight.uniform_(0.5, 1.5)
+            conv.attn_layer_norm.bias.uniform_(-0.5, 0.5)
+            conv.fc_o.bias.uniform_(-0.5, 0.5)
+    assert conv.attn_dim == (attn_dim or 8) and conv.attn_norm == attn_norm
+    assert conv.fc_v.out_features == conv.attn_dim
+    assert (conv.fc_o is None) != attn_norm
+    block = hand_block()
+    h = torch.randn(7, 6)
+    x = torch.randn(5, 5)
+    out = conv(block, h, x)
+    assert out.shape == (3, 8)
+    assert torch.allclose(out, ref_conv(conv, block, h, x, block.edata["dt"]), atol=1e-5)
+    out.sum().backward()
+    for name, p in conv.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+    # TGAT's form keeps TGAT's parameter names (its checkpoints' keys).
+    names = {n for n, _ in conv.named_parameters()}
+    assert ("fc_o.weight" in names) == attn_norm
+    assert ("attn_layer_norm.weight" in names) == attn_norm
+    if attn_norm:
+        assert "attn_norm=True" in repr(conv)
+
+
+def test_conv_attention_form_validation():
+    with pytest.raises(ValueError, match="attn_dim"):
+        TemporalAttentionConv(4, 8, num_heads=2, attn_dim=7)
+    with pytest.raises(ValueError, match="attn_dim"):
+        TemporalAttentionConv(4, 8, num_heads=2, attn_dim=8.0)
+    with pytest.raises(ValueError, match="attn_norm"):
+        TemporalAttentionConv(4, 8, num_heads=2, attn_norm="yes")
+
+
 def test_conv_isolated_destination_depends_on_itself_only():
     torch.manual_seed(0)
     conv = TemporalAttentionConv(6, 8, num_heads=2, time_dim=4)
@@ -289,12 +331,15 @@ def test_conv_on_dgl_blocks_and_graphs():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
-@pytest.mark.parametrize("edge_dim,use_time", [(0, True), (3, True), (3, False), (0, False)])
-def test_conv_without_node_inputs_equals_zero_features(edge_dim, use_time):
+@pytest.mark.parametrize("edge_dim,use_time,attn_norm",
+                         [(0, True, False), (3, True, False), (3, False, False),
+                          (0, False, False), (3, True, True)])
+def test_conv_without_node_inputs_equals_zero_features(edge_dim, use_time, attn_norm):
     torch.manual_seed(0)
     dgl.seed(0)  # dgl.rand_graph draws from DGL's own RNG, not torch's
     conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=edge_dim,
-                                 time_encoder=TimeEncoder(4, use_time=use_time))
+                                 time_encoder=TimeEncoder(4, use_time=use_time),
+                                 attn_dim=10 if attn_norm else None, attn_norm=attn_norm)
     g = dgl.rand_graph(30, 120)
     g.edata["dt"] = torch.rand(120, dtype=torch.float64) * 1000
     block = dgl.to_block(dgl.in_subgraph(g, torch.arange(10)), torch.arange(10))

@@ -81,6 +81,9 @@ def save_checkpoint(path: str, model: torch.nn.Module, model_kwargs: Dict[str, A
     encoding = getattr(model, "time_encoding", None)
     if encoding is not None:  # the formulation itself, whatever the default when loaded
         model_kwargs = dict(model_kwargs, time_encoding=encoding)
+    for name in ("attn_dim", "attn_norm"):  # the BFS layers' form, likewise
+        if hasattr(model, name):
+            model_kwargs = dict(model_kwargs, **{name: getattr(model, name)})
     payload = {"model_kwargs": model_kwargs,
                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                "extra": extra or {}}
@@ -180,6 +183,9 @@ def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Modu
     # Saved before the choice existed: release 0.1's form, or its deprecated spelling.
     kwargs["time_encoding"] = resolve_time_encoding(kwargs.get("time_encoding"),
                                                     kwargs.pop("normalize_time", None))
+    # Saved before the BFS layers' form was a choice: TGAT's, whatever today's default.
+    kwargs.setdefault("attn_norm", False)
+    kwargs.setdefault("attn_dim", kwargs.get("hidden_dim"))
     model = TBDFSModel(**kwargs)
     try:
         model.load_state_dict(payload["state_dict"])

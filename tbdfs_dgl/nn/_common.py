@@ -49,12 +49,14 @@ def resolve_time_encoder(time_dim: Optional[int],
     return time_encoder
 
 
-def check_heads(out_dim: int, num_heads: int) -> int:
-    """Check that ``out_dim`` splits into ``num_heads`` heads; return the head width."""
+def check_heads(out_dim: int, num_heads: int, name: str = "out_dim") -> int:
+    """Check that ``out_dim`` (the argument ``name``) splits into ``num_heads`` heads;
+    return the head width."""
     if not isinstance(num_heads, int) or num_heads < 1:
         raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
-    if not isinstance(out_dim, int) or out_dim < 1 or out_dim % num_heads:
-        raise ValueError(f"out_dim ({out_dim!r}) must be a positive multiple of "
+    if (isinstance(out_dim, bool) or not isinstance(out_dim, int) or out_dim < 1
+            or out_dim % num_heads):
+        raise ValueError(f"{name} ({out_dim!r}) must be a positive multiple of "
                          f"num_heads ({num_heads})")
     return out_dim // num_heads
 

@@ -136,6 +136,17 @@ class TemporalAttentionConv(nn.Module):
         Dropout on the attention weights (per edge and head).  Default: ``0``.
     time_encoder : TimeEncoder, optional
         A (shared) time encoder; a private one is built if omitted.
+    attn_dim : int, optional
+        Width of the attention (all heads together, a multiple of ``num_heads``): the
+        width of :math:`q, k, v` and of :math:`a_i`.  Default: ``out_dim`` (TGAT).
+        DyGLib's TGAT uses ``in_dim + time_dim``.
+    attn_norm : bool, optional
+        Map the attention output before the merge, as DyGLib's multi-head attention does
+        (without its residual): :math:`o_i = \mathrm{LayerNorm}(\mathrm{Dropout}(W_O a_i
+        + b_O))`, and the merge reads :math:`[h_i \| o_i]`.  A destination without
+        in-edges then gets :math:`o_i = \mathrm{LayerNorm}(b_O)`.  Default: ``False``
+        (TGAT: the merge reads :math:`a_i`).  ``docs/learning_efficiency.md`` (section
+        12) measures what it changes.
 
     Notes
     -----
@@ -164,12 +175,18 @@ class TemporalAttentionConv(nn.Module):
         feat_drop: float = 0.0,
         attn_drop: float = 0.0,
         time_encoder: Optional[TimeEncoder] = None,
+        attn_dim: Optional[int] = None,
+        attn_norm: bool = False,
     ) -> None:
         super().__init__()
         self._in_src_dim, self._in_dst_dim = _as_pair(in_dim)
         self._out_dim = out_dim
         self._num_heads = num_heads
-        self._head_dim = check_heads(out_dim, num_heads)
+        check_heads(out_dim, num_heads)
+        self._head_dim = check_heads(out_dim if attn_dim is None else attn_dim, num_heads,
+                                     "attn_dim")
+        if not isinstance(attn_norm, bool):
+            raise ValueError(f"attn_norm must be True or False, got {attn_norm!r}")
         if edge_dim < 0:
             raise ValueError(f"edge_dim must be >= 0, got {edge_dim}")
         self._edge_dim = edge_dim
@@ -183,18 +200,43 @@ class TemporalAttentionConv(nn.Module):
         self.fc_q = nn.Linear(self._in_dst_dim + self._time_dim, hd, bias=False)
         self.fc_k = nn.Linear(key_in, hd, bias=False)
         self.fc_v = nn.Linear(key_in, hd, bias=False)
+        # attn_norm: W_O and a LayerNorm between the attention and the merge (registered
+        # only when used, so that TGAT's state dict keeps its keys).
+        self.fc_o = nn.Linear(hd, hd) if attn_norm else None
+        self.attn_layer_norm = nn.LayerNorm(hd) if attn_norm else None
         self.fc1 = nn.Linear(self._in_dst_dim + hd, out_dim)
         self.fc2 = nn.Linear(out_dim, out_dim)
         self.feat_drop = nn.Dropout(feat_drop)
         self.attn_drop = nn.Dropout(attn_drop)
         self.reset_parameters()
 
+    @property
+    def attn_dim(self) -> int:
+        """Width of the attention, all heads together."""
+        return self._num_heads * self._head_dim
+
+    @property
+    def attn_norm(self) -> bool:
+        """Whether the attention output passes ``W_O`` and a LayerNorm before the merge."""
+        return self.fc_o is not None
+
     def reset_parameters(self) -> None:
-        """Reinitialise the learnable parameters (Xavier normal, zero biases).
+        """Reinitialise the learnable parameters (Xavier normal, zero biases; the
+        LayerNorm of ``attn_norm`` to the identity).
 
         The shared time encoder is left alone: its owner resets it.
         """
-        reset_attention((self.fc_q, self.fc_k, self.fc_v), (self.fc1, self.fc2))
+        reset_attention((self.fc_q, self.fc_k, self.fc_v, self.fc_o), (self.fc1, self.fc2))
+        if self.fc_o is not None:
+            nn.init.zeros_(self.fc_o.bias)
+            self.attn_layer_norm.reset_parameters()
+
+    def _attention_output(self, agg: torch.Tensor) -> torch.Tensor:
+        """What the merge reads of the attention output ``agg`` (``[N_dst, attn_dim]``):
+        ``agg`` itself (TGAT), or ``LayerNorm(Dropout(W_O agg + b_O))`` (``attn_norm``)."""
+        if self.fc_o is None:
+            return agg
+        return self.attn_layer_norm(self.feat_drop(self.fc_o(agg)))
 
     def forward(
         self,
@@ -320,7 +362,8 @@ class TemporalAttentionConv(nn.Module):
                     score = parts[0][0].new_zeros(num_dst, k, H)
                 attn = self.attn_drop(_slot_softmax(score, mask, scale))
                 agg = self._pulled_back_average(parts, attn, wv)
-            hidden = F.relu(F.linear(agg.reshape(num_dst, -1), w1, self.fc1.bias))
+            hidden = F.relu(F.linear(self._attention_output(agg.reshape(num_dst, -1)), w1,
+                                     self.fc1.bias))
             return self.fc2(self.feat_drop(hidden))
 
         if isinstance(feat, NodeRows):
@@ -346,7 +389,8 @@ class TemporalAttentionConv(nn.Module):
             score = term if score is None else score + term  # [N_dst, k, H]
         attn = self.attn_drop(_slot_softmax(score, mask, scale))
         agg = self._pulled_back_average(parts, attn, wv)
-        hidden = F.relu(self.fc1(torch.cat([h_dst, agg.reshape(num_dst, -1)], dim=-1)))
+        o = self._attention_output(agg.reshape(num_dst, -1))
+        hidden = F.relu(self.fc1(torch.cat([h_dst, o], dim=-1)))
         return self.fc2(self.feat_drop(hidden))
 
     # ------------------------------------------------------------------------ DGL path
@@ -406,7 +450,8 @@ class TemporalAttentionConv(nn.Module):
                 edge_graph.update_all(fn.u_mul_e("z", "a", "m"), fn.sum("m", "zw"))
                 agg = agg + torch.einsum("nhw,hdw->nhd", edge_graph.dstdata["zw"],
                                          wv[..., z_col])
-            hidden = F.relu(self.fc1(torch.cat([h_dst, agg.reshape(num_dst, -1)], dim=-1)))
+            o = self._attention_output(agg.reshape(num_dst, -1))
+            hidden = F.relu(self.fc1(torch.cat([h_dst, o], dim=-1)))
             return self.fc2(self.feat_drop(hidden))
 
     def _edge_inputs(self, edge_feat: Optional[torch.Tensor], dt: torch.Tensor,
@@ -468,10 +513,13 @@ class TemporalAttentionConv(nn.Module):
                 edge_graph.update_all(fn.u_mul_e("z", "a", "m"), fn.sum("m", "zw"))
                 wv = self.fc_v.weight.view(H, dk, -1)[..., z_col]
                 agg = torch.einsum("nhw,hdw->nhd", edge_graph.dstdata["zw"], wv)
-            hidden = F.relu(F.linear(agg.reshape(num_dst, -1), w1, self.fc1.bias))
+            hidden = F.relu(F.linear(self._attention_output(agg.reshape(num_dst, -1)), w1,
+                                     self.fc1.bias))
             return self.fc2(self.feat_drop(hidden))
 
     def extra_repr(self) -> str:
         return (f"in_dim={self._in_src_dim}, out_dim={self._out_dim}, "
                 f"num_heads={self._num_heads}, edge_dim={self._edge_dim}, "
-                f"time_dim={self._time_dim}")
+                f"time_dim={self._time_dim}"
+                + (f", attn_dim={self.attn_dim}" if self.attn_dim != self._out_dim else "")
+                + (", attn_norm=True" if self.attn_norm else ""))
