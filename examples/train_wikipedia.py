@@ -86,6 +86,9 @@ def add_model_arguments(m: Any) -> None:
     m.add_argument("--attn-norm", action=argparse.BooleanOptionalAction, default=None,
                    help="W_O + LayerNorm on the BFS layers' attention output "
                         "(TBDFSModel(attn_norm=...)); default: the model's")
+    m.add_argument("--attn-init", default=None, choices=["xavier", "torch"],
+                   help="initialisation of the BFS layers (TBDFSModel(attn_init=...)); "
+                        "default: the model's")
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -193,8 +196,8 @@ def model_kwargs(args: argparse.Namespace, data: TemporalDataset, alpha: Any) ->
                 use_time=not args.no_time, num_nodes=data.num_nodes,
                 node_embedding_dim=args.node_embedding_dim,
                 time_encoding=time_encoding(args),
-                **{k: v for k, v in (("attn_dim", args.attn_dim), ("attn_norm", args.attn_norm))
-                   if v is not None})
+                **{k: v for k, v in (("attn_dim", args.attn_dim), ("attn_norm", args.attn_norm),
+                                     ("attn_init", args.attn_init)) if v is not None})
 
 
 def time_encoding(args: argparse.Namespace) -> Any:

@@ -229,8 +229,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "(TBDFSModel(attn_norm=True))")
     p.add_argument("--merge-drop", dest="merge_drop", default="on", choices=["on", "off"],
                    help="off: no dropout on the merge FFN's hidden layer of the library's "
-                        "BFS layers (DyGLib's MergeLayer has none); with --attn-norm on, the "
-                        "dropout on W_O's output stays")
+                        "BFS layers (DyGLib's MergeLayer has none; --attn-norm on moves it "
+                        "there itself)")
     p.add_argument("--neg", default="train-dst", choices=["train-dst", "all-dst", "active"],
                    help="training negatives: among training destinations (ours, DyGLib), "
                         "all destinations, or training destinations already active "
@@ -355,10 +355,8 @@ def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
                        num_layers=len(a.fanouts.split(",")), num_heads=2, dropout=a.dropout,
                        alpha=alpha, time_encoding=TIME_ENCODINGS[a.time_enc],
                        attn_dim=a.attn_dim or None, attn_norm=a.attn_norm == "on")
-    if a.merge_drop == "off":
+    if a.merge_drop == "off" and a.attn_norm == "off":  # attn_norm has none already
         for layer in model.layers:
-            if layer.fc_o is not None:  # the dropout after W_O stays, DyGLib has it
-                layer.fc_o = nn.Sequential(layer.fc_o, nn.Dropout(a.dropout))
             layer.feat_drop = nn.Identity()
     if a.layer.startswith("dyglib"):
         drop = a.layer.split("-no")[1:]  # dyglib-no<part>: that part left out

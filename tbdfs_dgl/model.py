@@ -13,6 +13,7 @@ from .explain import PathAttention, explain
 from .nn import (LinkScorer, NodeRows, PathAggregator, PathEncoder, TemporalAttentionConv,
                  TimeEncoder)
 from .nn.time_encoder import resolve_time_encoding
+from .nn.temporal_attention import INITS
 
 if TYPE_CHECKING:
     from .batch import TemporalBatch
@@ -119,6 +120,9 @@ class TBDFSModel(nn.Module):
         the merge (DyGLib's attention without its residual; see
         :class:`~tbdfs_dgl.nn.TemporalAttentionConv`).  Default ``False`` (TGAT).
         Checkpoints record both; those without them are TGAT's form.
+    attn_init : {'xavier', 'torch'}, optional
+        Initialisation of the BFS layers: TGAT's Xavier-normal (default) or torch's
+        defaults (DyGLib's).
     """
 
     #: Deprecated attribute names (release 0.1), forwarding with a warning.
@@ -146,6 +150,7 @@ class TBDFSModel(nn.Module):
         time_encoding: Optional[str] = None,
         attn_dim: Optional[int] = None,
         attn_norm: bool = False,
+        attn_init: str = "xavier",
     ) -> None:
         super().__init__()
         _check_dim("node_dim", node_dim, 0)
@@ -174,6 +179,8 @@ class TBDFSModel(nn.Module):
                              f"({num_heads})")
         if not isinstance(attn_norm, bool):
             raise ValueError(f"attn_norm must be True or False, got {attn_norm!r}")
+        if attn_init not in INITS:
+            raise ValueError(f"attn_init must be one of {INITS}, got {attn_init!r}")
         if not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         if isinstance(alpha, str):
@@ -211,6 +218,7 @@ class TBDFSModel(nn.Module):
         self.normalize_time = time_encoding == "cos_sin"
         self.attn_dim = int(attn_dim)
         self.attn_norm = attn_norm
+        self.attn_init = attn_init
 
         self.time_encoder = TimeEncoder(time_dim, use_time=use_time, encoding=time_encoding)
         self.node_embedding = (nn.Embedding(num_nodes, node_embedding_dim)
@@ -222,7 +230,7 @@ class TBDFSModel(nn.Module):
             TemporalAttentionConv(hidden_dim, hidden_dim, num_heads, edge_dim=edge_dim,
                                   feat_drop=dropout, attn_drop=dropout,
                                   time_encoder=self.time_encoder, attn_dim=attn_dim,
-                                  attn_norm=attn_norm)
+                                  attn_norm=attn_norm, init=attn_init)
             for _ in range(num_layers))
         if self.uses_dfs:
             self.path_encoder = PathEncoder(hidden_dim, hidden_dim, num_heads,

@@ -34,6 +34,7 @@ VARIANTS = [
     {"time_encoding": "cos_phase", "alpha": 1.0},
     {"time_encoding": "cos_sin_unscaled"},
     {"attn_norm": True, "attn_dim": 20},
+    {"attn_norm": True, "attn_init": "torch"},
     {"attn_norm": True, "alpha": 1.0, "path_inputs": "bfs"},
 ]
 

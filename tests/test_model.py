@@ -280,7 +280,7 @@ def test_constructor_and_input_validation():
            dict(within_path_agg="max"), dict(across_paths_agg="sum"), dict(path_inputs="x"),
            dict(num_layers=0), dict(dropout=1.0), dict(node_embedding_dim=3),
            dict(node_embedding_dim=3, num_nodes=0), dict(attn_dim=5, num_heads=2),
-           dict(attn_dim=0), dict(attn_norm=1)]
+           dict(attn_dim=0), dict(attn_norm=1), dict(attn_init="normal")]
     for b in bad:
         with pytest.raises(ValueError):
             TBDFSModel(**{**good, **b})

@@ -318,9 +318,11 @@ def test_train_wikipedia_attention_form_flags():
     # Not given: the model's defaults, not a value the script fixes.
     kw = script.model_kwargs(script.parse_args([]), ds, 1.0)
     assert "attn_dim" not in kw and "attn_norm" not in kw
-    kw = script.model_kwargs(script.parse_args(["--attn-norm", "--attn-dim", "200"]), ds, 1.0)
-    assert (kw["attn_dim"], kw["attn_norm"]) == (200, True)
+    kw = script.model_kwargs(script.parse_args(["--attn-norm", "--attn-dim", "200",
+                                                "--attn-init", "torch"]), ds, 1.0)
+    assert (kw["attn_dim"], kw["attn_norm"], kw["attn_init"]) == (200, True, "torch")
     model = TBDFSModel(**kw)
-    assert (model.attn_dim, model.attn_norm) == (200, True)
+    assert (model.attn_dim, model.attn_norm, model.attn_init) == (200, True, "torch")
+    assert model.layers[0].fc_o is not None
     kw = script.model_kwargs(script.parse_args(["--no-attn-norm"]), ds, 1.0)
     assert kw["attn_norm"] is False

@@ -280,6 +280,31 @@ def test_conv_attention_form_matches_reference(attn_dim, attn_norm):
         assert "attn_norm=True" in repr(conv)
 
 
+def test_conv_init_forms_and_dropout_placement():
+    torch.manual_seed(0)
+    xavier = TemporalAttentionConv(6, 8, num_heads=2, time_dim=4, attn_norm=True)
+    assert float(xavier.fc1.bias.abs().sum()) == 0.0 and float(xavier.fc_o.bias.abs().sum()) == 0.0
+    torch_init = TemporalAttentionConv(6, 8, num_heads=2, time_dim=4, attn_norm=True,
+                                       init="torch")
+    assert "init='torch'" in repr(torch_init)
+    for lin in (torch_init.fc_q, torch_init.fc1, torch_init.fc_o):  # U(+-1/sqrt(fan_in))
+        bound = 1.0 / math.sqrt(lin.in_features)
+        assert float(lin.weight.abs().max()) <= bound
+    assert float(torch_init.fc1.bias.abs().sum()) > 0.0
+    # attn_norm moves the merge's dropout onto W_O's output (DyGLib's places): with the
+    # attention weights fixed, a dropout on the merge hidden would change the output where
+    # W_O's output is dropped; zeroing W_O (b_O is zero from the init) makes that dropout
+    # invisible, so the output in train mode equals the one in eval mode exactly.
+    conv = TemporalAttentionConv(6, 8, num_heads=2, time_dim=4, attn_norm=True, feat_drop=0.5)
+    with torch.no_grad():
+        conv.fc_o.weight.zero_()
+    block, h = hand_block(), torch.randn(7, 6)
+    train_out = conv(block, h)
+    assert torch.equal(train_out, conv.eval()(block, h))
+    tgat = TemporalAttentionConv(6, 8, num_heads=2, time_dim=4, feat_drop=0.5)
+    assert not torch.equal(tgat(block, h), tgat.eval()(block, h))
+
+
 def test_conv_attention_form_validation():
     with pytest.raises(ValueError, match="attn_dim"):
         TemporalAttentionConv(4, 8, num_heads=2, attn_dim=7)
@@ -287,6 +312,8 @@ def test_conv_attention_form_validation():
         TemporalAttentionConv(4, 8, num_heads=2, attn_dim=8.0)
     with pytest.raises(ValueError, match="attn_norm"):
         TemporalAttentionConv(4, 8, num_heads=2, attn_norm="yes")
+    with pytest.raises(ValueError, match="init"):
+        TemporalAttentionConv(4, 8, num_heads=2, init="kaiming")
 
 
 def test_conv_isolated_destination_depends_on_itself_only():

@@ -22,6 +22,9 @@ from .time_encoder import TimeEncoder
 
 __all__ = ["TemporalAttentionConv"]
 
+#: Initialisations of :class:`TemporalAttentionConv` (``init``).
+INITS = ("xavier", "torch")
+
 Feat = Optional[Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor], NodeRows]]
 
 
@@ -131,7 +134,8 @@ class TemporalAttentionConv(nn.Module):
         Width of :math:`\Phi`; ignored-but-checked when ``time_encoder`` is given.
         Default: ``100``.
     feat_drop : float, optional
-        Dropout on the hidden layer of the feed-forward merge.  Default: ``0``.
+        Dropout on the hidden layer of the feed-forward merge (with ``attn_norm``: on
+        ``W_O``'s output instead, as DyGLib places it).  Default: ``0``.
     attn_drop : float, optional
         Dropout on the attention weights (per edge and head).  Default: ``0``.
     time_encoder : TimeEncoder, optional
@@ -143,10 +147,15 @@ class TemporalAttentionConv(nn.Module):
     attn_norm : bool, optional
         Map the attention output before the merge, as DyGLib's multi-head attention does
         (without its residual): :math:`o_i = \mathrm{LayerNorm}(\mathrm{Dropout}(W_O a_i
-        + b_O))`, and the merge reads :math:`[h_i \| o_i]`.  A destination without
-        in-edges then gets :math:`o_i = \mathrm{LayerNorm}(b_O)`.  Default: ``False``
-        (TGAT: the merge reads :math:`a_i`).  ``docs/learning_efficiency.md`` (section
-        12) measures what it changes.
+        + b_O))`, and the merge reads :math:`[h_i \| o_i]` with no dropout of its own
+        (DyGLib's ``MergeLayer``).  A destination without in-edges then gets
+        :math:`o_i = \mathrm{LayerNorm}(b_O)`.  Default: ``False`` (TGAT: the merge reads
+        :math:`a_i`).  ``docs/learning_efficiency.md`` (section 12) measures what it
+        changes.
+    init : {'xavier', 'torch'}, optional
+        Initialisation of the linear maps: ``'xavier'`` (TGAT's: Xavier-normal attention
+        maps, ReLU-gained Xavier-normal merge, zero biases) or ``'torch'`` (torch's
+        defaults, as DyGLib leaves them).  Default: ``'xavier'``.
 
     Notes
     -----
@@ -177,6 +186,7 @@ class TemporalAttentionConv(nn.Module):
         time_encoder: Optional[TimeEncoder] = None,
         attn_dim: Optional[int] = None,
         attn_norm: bool = False,
+        init: str = "xavier",
     ) -> None:
         super().__init__()
         self._in_src_dim, self._in_dst_dim = _as_pair(in_dim)
@@ -187,6 +197,9 @@ class TemporalAttentionConv(nn.Module):
                                      "attn_dim")
         if not isinstance(attn_norm, bool):
             raise ValueError(f"attn_norm must be True or False, got {attn_norm!r}")
+        if init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {init!r}")
+        self._init = init
         if edge_dim < 0:
             raise ValueError(f"edge_dim must be >= 0, got {edge_dim}")
         self._edge_dim = edge_dim
@@ -221,15 +234,27 @@ class TemporalAttentionConv(nn.Module):
         return self.fc_o is not None
 
     def reset_parameters(self) -> None:
-        """Reinitialise the learnable parameters (Xavier normal, zero biases; the
-        LayerNorm of ``attn_norm`` to the identity).
+        """Reinitialise the learnable parameters as ``init`` says (the LayerNorm of
+        ``attn_norm`` to the identity).
 
         The shared time encoder is left alone: its owner resets it.
         """
-        reset_attention((self.fc_q, self.fc_k, self.fc_v, self.fc_o), (self.fc1, self.fc2))
-        if self.fc_o is not None:
-            nn.init.zeros_(self.fc_o.bias)
+        linears = [m for m in (self.fc_q, self.fc_k, self.fc_v, self.fc_o, self.fc1, self.fc2)
+                   if m is not None]
+        if self._init == "torch":
+            for lin in linears:
+                lin.reset_parameters()
+        else:
+            reset_attention((self.fc_q, self.fc_k, self.fc_v, self.fc_o), (self.fc1, self.fc2))
+            if self.fc_o is not None:
+                nn.init.zeros_(self.fc_o.bias)
+        if self.attn_layer_norm is not None:
             self.attn_layer_norm.reset_parameters()
+
+    def _merge_hidden_drop(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Dropout on the merge FFN's hidden layer: TGAT's place for ``feat_drop``; with
+        ``attn_norm`` it acts on ``W_O``'s output instead (DyGLib's places)."""
+        return hidden if self.fc_o is not None else self.feat_drop(hidden)
 
     def _attention_output(self, agg: torch.Tensor) -> torch.Tensor:
         """What the merge reads of the attention output ``agg`` (``[N_dst, attn_dim]``):
@@ -364,7 +389,7 @@ class TemporalAttentionConv(nn.Module):
                 agg = self._pulled_back_average(parts, attn, wv)
             hidden = F.relu(F.linear(self._attention_output(agg.reshape(num_dst, -1)), w1,
                                      self.fc1.bias))
-            return self.fc2(self.feat_drop(hidden))
+            return self.fc2(self._merge_hidden_drop(hidden))
 
         if isinstance(feat, NodeRows):
             # Rows read straight from the node table: their gradients are summed per node,
@@ -391,7 +416,7 @@ class TemporalAttentionConv(nn.Module):
         agg = self._pulled_back_average(parts, attn, wv)
         o = self._attention_output(agg.reshape(num_dst, -1))
         hidden = F.relu(self.fc1(torch.cat([h_dst, o], dim=-1)))
-        return self.fc2(self.feat_drop(hidden))
+        return self.fc2(self._merge_hidden_drop(hidden))
 
     # ------------------------------------------------------------------------ DGL path
     def _forward_graph(self, block, feat: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
@@ -452,7 +477,7 @@ class TemporalAttentionConv(nn.Module):
                                          wv[..., z_col])
             o = self._attention_output(agg.reshape(num_dst, -1))
             hidden = F.relu(self.fc1(torch.cat([h_dst, o], dim=-1)))
-            return self.fc2(self.feat_drop(hidden))
+            return self.fc2(self._merge_hidden_drop(hidden))
 
     def _edge_inputs(self, edge_feat: Optional[torch.Tensor], dt: torch.Tensor,
                      dtype: torch.dtype) -> Tuple[List[torch.Tensor], slice]:
@@ -515,11 +540,12 @@ class TemporalAttentionConv(nn.Module):
                 agg = torch.einsum("nhw,hdw->nhd", edge_graph.dstdata["zw"], wv)
             hidden = F.relu(F.linear(self._attention_output(agg.reshape(num_dst, -1)), w1,
                                      self.fc1.bias))
-            return self.fc2(self.feat_drop(hidden))
+            return self.fc2(self._merge_hidden_drop(hidden))
 
     def extra_repr(self) -> str:
         return (f"in_dim={self._in_src_dim}, out_dim={self._out_dim}, "
                 f"num_heads={self._num_heads}, edge_dim={self._edge_dim}, "
                 f"time_dim={self._time_dim}"
                 + (f", attn_dim={self.attn_dim}" if self.attn_dim != self._out_dim else "")
-                + (", attn_norm=True" if self.attn_norm else ""))
+                + (", attn_norm=True" if self.attn_norm else "")
+                + (f", init={self._init!r}" if self._init != "xavier" else ""))
