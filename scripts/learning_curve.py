@@ -187,8 +187,8 @@ class DyGLibLayer(nn.Module):
 
 
 # ------------------------------------------------------------------------------ the runner
-ABLATION_KEYS = ("time_enc", "empty", "layer", "attn_dim", "attn_norm", "merge_drop", "neg",
-                 "loss", "lr", "dropout", "init", "hidden_dim", "time_dim", "eval_neg")
+ABLATION_KEYS = ("time_enc", "empty", "layer", "attn_dim", "attn_norm", "merge_drop", "merge_h",
+                 "neg", "loss", "lr", "dropout", "init", "hidden_dim", "time_dim", "eval_neg")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -231,6 +231,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="off: no dropout on the merge FFN's hidden layer of the library's "
                         "BFS layers (DyGLib's MergeLayer has none; --attn-norm on moves it "
                         "there itself)")
+    p.add_argument("--merge-h", dest="merge_h", default="on", choices=["on", "off"],
+                   help="off: the library's BFS merge FFN does not read h_i (its h_i columns "
+                        "held at zero), as DyGLib's merge reads the raw node features, zero "
+                        "on a featureless graph")
     p.add_argument("--neg", default="train-dst", choices=["train-dst", "all-dst", "active"],
                    help="training negatives: among training destinations (ours, DyGLib), "
                         "all destinations, or training destinations already active "
@@ -366,6 +370,17 @@ def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
         for m in (model if a.init == "torch" else model.layers).modules():
             if isinstance(m, nn.Linear):
                 m.reset_parameters()
+    if a.merge_h == "off":
+        if data.node_dim:
+            raise SystemExit("--merge-h off stands for DyGLib's merge of zero raw node "
+                             "features: featureless graphs only")
+        for layer in model.layers:  # after the init, which would undo it
+            cols = layer._in_dst_dim  # fc1 reads [h_i || a_i]: the first columns are h_i
+            with torch.no_grad():
+                layer.fc1.weight[:, :cols] = 0.0
+            mask = torch.ones_like(layer.fc1.weight)
+            mask[:, :cols] = 0.0
+            layer.fc1.weight.register_hook(lambda g, m=mask: g * m)
     return model
 
 
