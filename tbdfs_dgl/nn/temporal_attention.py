@@ -111,9 +111,10 @@ class TemporalAttentionConv(nn.Module):
         a_i = \big\Vert_{m=1}^{M} \sum_j \alpha^{(m)}_{ij} v^{(m)}_{ij} \\
         h'_i &= W_2\,\mathrm{ReLU}(W_1 [h_i \| a_i] + b_1) + b_2
 
-    with :math:`M` heads of width :math:`d_k = d_v =` ``out_dim // num_heads``.
-    A destination without in-edges gets :math:`a_i = 0`, so its output is a function of
-    :math:`h_i` alone.
+    with :math:`M` heads of width :math:`d_k = d_v =` ``attn_dim // num_heads``
+    (``attn_dim`` defaults to ``out_dim``).  A destination without in-edges gets
+    :math:`a_i = 0`, so its output is a function of :math:`h_i` alone.  ``attn_norm``
+    puts DyGLib's :math:`\mathrm{LayerNorm}(W_O a_i + b_O)` in place of :math:`a_i`.
 
     The layer runs on a dense :class:`~tbdfs_dgl.batch.LayerTable` (torch only, any
     device; ``torch.compile``- and CUDA-graph-friendly: no data-dependent shapes or host
