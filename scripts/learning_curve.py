@@ -358,7 +358,10 @@ def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
                        time_dim=a.time_dim, hidden_dim=a.hidden_dim,
                        num_layers=len(a.fanouts.split(",")), num_heads=2, dropout=a.dropout,
                        alpha=alpha, time_encoding=TIME_ENCODINGS[a.time_enc],
-                       attn_dim=a.attn_dim or None, attn_norm=a.attn_norm == "on")
+                       # explicit, so that "baseline" stays TGAT's form whatever the
+                       # library's defaults (--init torch-layers gives torch's init)
+                       attn_dim=a.attn_dim or a.hidden_dim, attn_norm=a.attn_norm == "on",
+                       attn_init="xavier")
     if a.merge_drop == "off" and a.attn_norm == "off":  # attn_norm has none already
         for layer in model.layers:
             layer.feat_drop = nn.Identity()
