@@ -24,6 +24,11 @@ PATH_INPUTS = ("raw", "bfs")
 # The time-encoding form of new models (docs/learning_efficiency.md); checkpoints record
 # theirs, and those recording none are release 0.1's 'cos_sin'.
 DEFAULT_TIME_ENCODING = "cos_phase"
+# The BFS layers' form of new models (round 9, docs/learning_efficiency.md section 12):
+# DyGLib's attention without its residual.  Checkpoints record attn_dim and attn_norm;
+# those recording neither are TGAT's form (attn_norm=False, attn_dim=hidden_dim).
+DEFAULT_ATTN_NORM = True
+DEFAULT_ATTN_INIT = "torch"
 AGG_MODES = ("attn", "mean")
 
 #: Constructor arguments renamed in release 0.2 (old name -> new name); the old names still
@@ -113,16 +118,19 @@ class TBDFSModel(nn.Module):
         with the other arguments; checkpoints without either are release-0.1 models.
     attn_dim : int, optional
         Attention width of the BFS layers (:class:`~tbdfs_dgl.nn.TemporalAttentionConv`),
-        a multiple of ``num_heads``.  Default ``hidden_dim`` (TGAT); DyGLib's TGAT uses
-        ``hidden_dim + time_dim``.
+        a multiple of ``num_heads``.  Default: with ``attn_norm``, DyGLib's width
+        ``hidden_dim + time_dim`` (``hidden_dim`` without time), rounded up to a multiple
+        of ``num_heads``; without it, TGAT's ``hidden_dim``.
     attn_norm : bool, optional
         BFS layers map their attention output by ``W_O``, dropout and a LayerNorm before
         the merge (DyGLib's attention without its residual; see
-        :class:`~tbdfs_dgl.nn.TemporalAttentionConv`).  Default ``False`` (TGAT).
-        Checkpoints record both; those without them are TGAT's form.
+        :class:`~tbdfs_dgl.nn.TemporalAttentionConv`).  Default ``True`` since round 9,
+        which learned faster per step (``docs/learning_efficiency.md`` section 12);
+        ``False`` is TGAT's form, the default before.  Checkpoints record ``attn_dim``
+        and ``attn_norm``; those recording neither are TGAT's form.
     attn_init : {'xavier', 'torch'}, optional
-        Initialisation of the BFS layers: TGAT's Xavier-normal (default) or torch's
-        defaults (DyGLib's).
+        Initialisation of the BFS layers: TGAT's Xavier-normal or torch's defaults
+        (DyGLib's).  Default: ``'torch'`` with ``attn_norm``, else ``'xavier'``.
     """
 
     #: Deprecated attribute names (release 0.1), forwarding with a warning.
@@ -149,8 +157,8 @@ class TBDFSModel(nn.Module):
         normalize_time: Optional[bool] = None,
         time_encoding: Optional[str] = None,
         attn_dim: Optional[int] = None,
-        attn_norm: bool = False,
-        attn_init: str = "xavier",
+        attn_norm: bool = DEFAULT_ATTN_NORM,
+        attn_init: Optional[str] = None,
     ) -> None:
         super().__init__()
         _check_dim("node_dim", node_dim, 0)
@@ -171,14 +179,18 @@ class TBDFSModel(nn.Module):
         if hidden_dim % num_heads:
             raise ValueError(f"hidden_dim ({hidden_dim}) must be a multiple of num_heads "
                              f"({num_heads})")
+        if not isinstance(attn_norm, bool):
+            raise ValueError(f"attn_norm must be True or False, got {attn_norm!r}")
         if attn_dim is None:
             attn_dim = hidden_dim
+            if attn_norm and use_time:
+                attn_dim = -(-(hidden_dim + time_dim) // num_heads) * num_heads
+        if attn_init is None:
+            attn_init = DEFAULT_ATTN_INIT if attn_norm else "xavier"
         _check_dim("attn_dim", attn_dim, 1)
         if attn_dim % num_heads:
             raise ValueError(f"attn_dim ({attn_dim}) must be a multiple of num_heads "
                              f"({num_heads})")
-        if not isinstance(attn_norm, bool):
-            raise ValueError(f"attn_norm must be True or False, got {attn_norm!r}")
         if attn_init not in INITS:
             raise ValueError(f"attn_init must be one of {INITS}, got {attn_init!r}")
         if not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:

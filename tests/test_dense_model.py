@@ -35,6 +35,7 @@ VARIANTS = [
     {"time_encoding": "cos_sin_unscaled"},
     {"attn_norm": True, "attn_dim": 20},
     {"attn_norm": True, "attn_init": "torch"},
+    {"attn_norm": True, "attn_dim": None, "attn_init": None},  # today's model defaults
     {"attn_norm": True, "alpha": 1.0, "path_inputs": "bfs"},
 ]
 
@@ -42,7 +43,7 @@ VARIANTS = [
 def build(seed=0, **kw):
     # release 0.1's formulation unless a variant says otherwise (the reference is 0.1's)
     args = dict(node_dim=NODE_DIM, edge_dim=EDGE_DIM, time_dim=8, hidden_dim=12,
-                num_heads=2, dropout=0.0, time_encoding="cos_sin")
+                num_heads=2, dropout=0.0, time_encoding="cos_sin", attn_norm=False)
     args.update(kw)
     torch.manual_seed(seed)
     return TBDFSModel(**args).eval()

@@ -271,6 +271,19 @@ def test_roots_without_history_and_batch_of_one():
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
+def test_default_bfs_form_is_dyglibs_attention_without_its_residual():
+    kw = dict(node_dim=0, edge_dim=0, time_dim=8, hidden_dim=12, num_heads=2)
+    m = TBDFSModel(**kw)
+    assert (m.attn_norm, m.attn_dim, m.attn_init) == (True, 20, "torch")
+    assert m.layers[0].fc_o is not None and m.layers[0].attn_dim == 20
+    # An odd time width rounds the width up to a multiple of the heads.
+    assert TBDFSModel(**dict(kw, time_dim=7, num_heads=4)).attn_dim == 20
+    # Without time there is no time part to add; TGAT's form keeps TGAT's width and init.
+    assert TBDFSModel(**kw, use_time=False).attn_dim == 12
+    tgat = TBDFSModel(**kw, attn_norm=False)
+    assert (tgat.attn_dim, tgat.attn_init, tgat.layers[0].fc_o) == (12, "xavier", None)
+
+
 def test_constructor_and_input_validation():
     good = dict(node_dim=2, edge_dim=2, time_dim=4, hidden_dim=4)
     bad = [dict(hidden_dim=5, num_heads=2), dict(time_dim=5, time_encoding="cos_sin"),

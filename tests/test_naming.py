@@ -143,13 +143,14 @@ def test_model_forward_old_feature_names(method):
 
 
 def test_state_dict_keys_of_release_0_1():
-    m = model(time_encoding="cos_sin")  # release 0.1's form (the default changed since)
+    # release 0.1's form (the defaults changed since)
+    m = model(time_encoding="cos_sin", attn_norm=False)
     assert [(k, list(v.shape)) for k, v in m.state_dict().items()] == RELEASE_0_1_STATE
     # A state dict of release 0.1 (these keys, any values) loads strictly, and the scorer
     # reads its score_fc1/score_fc2 entries.
     gen = torch.Generator().manual_seed(3)
     state = {k: torch.randn(s, generator=gen) for k, s in RELEASE_0_1_STATE}
-    fresh = model(time_encoding="cos_sin")
+    fresh = model(time_encoding="cos_sin", attn_norm=False)
     fresh.load_state_dict(state, strict=True)
     h_src, h_dst = torch.randn(5, 8, generator=gen), torch.randn(5, 8, generator=gen)
     hidden = torch.relu(torch.cat([h_src, h_dst], -1) @ state["score_fc1.weight"].t()

@@ -384,7 +384,8 @@ def test_previous_release_checkpoints_still_load(tmp_path):
     from tbdfs_dgl.model import TBDFSModel
 
     kwargs = dict(node_dim=0, edge_dim=2, time_dim=8, hidden_dim=8, num_nodes=10)
-    model = TBDFSModel(**kwargs, time_encoding="cos_sin")  # release 0.1's only form
+    # release 0.1's only form
+    model = TBDFSModel(**kwargs, time_encoding="cos_sin", attn_norm=False)
     path = tmp_path / "old.pt"
     torch.save({"model_kwargs": kwargs, "state_dict": model.state_dict(), "extra": {"e": 1}},
                str(path))

@@ -204,7 +204,7 @@ def test_model_records_the_form_and_old_checkpoints_load_as_release_0_1(tmp_path
     assert "time_encoder.bias" in TBDFSModel(**kwargs, time_encoding="cos_phase").state_dict()
     # A checkpoint written before the choice existed (no form in its arguments) is a
     # release-0.1 model whatever today's default.
-    old = TBDFSModel(**kwargs, time_encoding="cos_sin")
+    old = TBDFSModel(**kwargs, time_encoding="cos_sin", attn_norm=False)
     write_raw_checkpoint(path, kwargs, old.state_dict())
     loaded, _ = load_checkpoint(path)
     assert loaded.time_encoding == "cos_sin"

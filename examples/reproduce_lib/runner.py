@@ -83,7 +83,11 @@ def model_kwargs(budget: Budget, data: TemporalDataset, variant_kwargs: Dict[str
         path_inputs="raw", use_time=True, num_nodes=data.num_nodes, node_embedding_dim=0,
         # The budget's formulation: release 0.1's 'cos_sin' for the reports made with it,
         # the library's current default for the full budgets.
-        time_encoding=budget.time_encoding)
+        time_encoding=budget.time_encoding,
+        # The BFS layers' form, explicit: the budget's, not the library's default.
+        attn_norm=budget.attn_norm,
+        attn_dim=budget.hidden_dim + budget.time_dim if budget.attn_norm else budget.hidden_dim,
+        attn_init="torch" if budget.attn_norm else "xavier")
     kw.update(variant_kwargs)
     return kw
 

@@ -192,8 +192,9 @@ def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Modu
     except RuntimeError as err:
         raise ValueError(
             f"{path}: its weights do not fit the model its arguments describe (time "
-            f"encoding {model.time_encoding!r}): {err}. If it was written by a version that "
-            "saved no or another time encoding, load it with the form it was trained with: "
-            "rebuild TBDFSModel(**model_kwargs, time_encoding=...) and load its "
-            "state_dict") from err
+            f"encoding {model.time_encoding!r}, attn_norm={model.attn_norm}, "
+            f"attn_dim={model.attn_dim}): {err}. If it was written by a version that saved "
+            "no or another form, load it with the form it was trained with: rebuild "
+            "TBDFSModel(**model_kwargs, time_encoding=..., attn_norm=..., attn_dim=...) and "
+            "load its state_dict") from err
     return model, payload.get("extra", {})
