@@ -201,7 +201,12 @@ def test_two_gloo_ranks_train_as_one_process(tmp_path):
         assert (g - two[0]["grads"][k]).abs().max() <= 1e-4 * max(g.abs().max(), 1e-3), k
     assert two[0]["batches"] == one["batches"] == 4
     assert two[0]["loss"] == pytest.approx(one["loss"], rel=1e-6)
+    # The metrics are rank and threshold statistics of 300 validation events: parameters
+    # equal to 1e-5 can swap two near-tied scores (as in the sanitizer build, whose float
+    # rounding differs), which moves AP, accuracy or F1 by at most about one event's share.
+    one_event = 1.0 / 300
     for setting in ("transductive", "inductive"):
         for metric, v in one["val"][setting].items():
-            assert two[0]["val"][setting][metric] == pytest.approx(v, abs=1e-6), (setting, metric)
+            assert two[0]["val"][setting][metric] == pytest.approx(v, abs=one_event), \
+                (setting, metric)
             assert two[1]["val"][setting][metric] == two[0]["val"][setting][metric]
