@@ -82,7 +82,8 @@ def add_model_arguments(m: Any) -> None:
                    help="same as --time-encoding cos_sin_unscaled")
     m.add_argument("--attn-dim", type=int, default=None,
                    help="attention width of the BFS layers (TBDFSModel(attn_dim=...)); "
-                        "default: the model's (hidden_dim)")
+                        "default: the model's (hidden_dim + time_dim in the attn_norm form, "
+                        "hidden_dim without it)")
     m.add_argument("--attn-norm", action=argparse.BooleanOptionalAction, default=None,
                    help="W_O + LayerNorm on the BFS layers' attention output "
                         "(TBDFSModel(attn_norm=...)); default: the model's")
