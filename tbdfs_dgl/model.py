@@ -179,19 +179,14 @@ class TBDFSModel(nn.Module):
         if hidden_dim % num_heads:
             raise ValueError(f"hidden_dim ({hidden_dim}) must be a multiple of num_heads "
                              f"({num_heads})")
-        if not isinstance(attn_norm, bool):
-            raise ValueError(f"attn_norm must be True or False, got {attn_norm!r}")
+        # attn_dim and attn_norm themselves are checked by TemporalAttentionConv.
         if attn_dim is None:
             attn_dim = hidden_dim
-            if attn_norm and use_time:
+            if attn_norm is True and use_time:
                 attn_dim = -(-(hidden_dim + time_dim) // num_heads) * num_heads
         if attn_init is None:
-            attn_init = DEFAULT_ATTN_INIT if attn_norm else "xavier"
-        _check_dim("attn_dim", attn_dim, 1)
-        if attn_dim % num_heads:
-            raise ValueError(f"attn_dim ({attn_dim}) must be a multiple of num_heads "
-                             f"({num_heads})")
-        if attn_init not in INITS:
+            attn_init = DEFAULT_ATTN_INIT if attn_norm is True else "xavier"
+        if attn_init not in INITS:  # checked here too: the layer calls it `init`
             raise ValueError(f"attn_init must be one of {INITS}, got {attn_init!r}")
         if not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
@@ -228,8 +223,6 @@ class TBDFSModel(nn.Module):
         self.node_embedding_dim = int(node_embedding_dim)
         self.time_encoding = time_encoding
         self.normalize_time = time_encoding == "cos_sin"
-        self.attn_dim = int(attn_dim)
-        self.attn_norm = attn_norm
         self.attn_init = attn_init
 
         self.time_encoder = TimeEncoder(time_dim, use_time=use_time, encoding=time_encoding)
@@ -244,6 +237,8 @@ class TBDFSModel(nn.Module):
                                   time_encoder=self.time_encoder, attn_dim=attn_dim,
                                   attn_norm=attn_norm, init=attn_init)
             for _ in range(num_layers))
+        self.attn_dim = self.layers[0].attn_dim
+        self.attn_norm = self.layers[0].attn_norm
         if self.uses_dfs:
             self.path_encoder = PathEncoder(hidden_dim, hidden_dim, num_heads,
                                             edge_dim=edge_dim, within_path_agg=within_path_agg,

@@ -84,10 +84,9 @@ def model_kwargs(budget: Budget, data: TemporalDataset, variant_kwargs: Dict[str
         # The budget's formulation: release 0.1's 'cos_sin' for the reports made with it,
         # the library's current default for the full budgets.
         time_encoding=budget.time_encoding,
-        # The BFS layers' form, explicit: the budget's, not the library's default.
-        attn_norm=budget.attn_norm,
-        attn_dim=budget.hidden_dim + budget.time_dim if budget.attn_norm else budget.hidden_dim,
-        attn_init="torch" if budget.attn_norm else "xavier")
+        # The BFS layers' form, explicit: the budget's, not the library's default (the
+        # model derives the form's width and init from it).
+        attn_norm=budget.attn_norm)
     kw.update(variant_kwargs)
     return kw
 

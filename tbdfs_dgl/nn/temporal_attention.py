@@ -240,11 +240,10 @@ class TemporalAttentionConv(nn.Module):
 
         The shared time encoder is left alone: its owner resets it.
         """
-        linears = [m for m in (self.fc_q, self.fc_k, self.fc_v, self.fc_o, self.fc1, self.fc2)
-                   if m is not None]
         if self._init == "torch":
-            for lin in linears:
-                lin.reset_parameters()
+            for lin in (self.fc_q, self.fc_k, self.fc_v, self.fc_o, self.fc1, self.fc2):
+                if lin is not None:
+                    lin.reset_parameters()
         else:
             reset_attention((self.fc_q, self.fc_k, self.fc_v, self.fc_o), (self.fc1, self.fc2))
             if self.fc_o is not None:
