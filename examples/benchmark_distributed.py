@@ -7,6 +7,13 @@ time) by ``torchrun --nproc_per_node N examples/train_wikipedia.py`` for each N:
 
     python examples/benchmark_distributed.py throughput --procs 1,2 -- --max-batches 40
 
+By default the global batch stays ``--batch-size`` events whatever N (strong scaling: each
+rank's share shrinks).  ``--events-per-proc B`` gives every rank ``B`` events instead (weak
+scaling: a global batch of ``B x N``, so the optimisation changes with N)::
+
+    python examples/benchmark_distributed.py throughput --procs 1,4,8 --events-per-proc 200 \
+        -- --max-batches 20
+
 ``memory``: a graph saved once, loaded by N processes with ``mmap=True`` and with
 ``mmap=False``, each sampling a few batches; per process the resident memory of its own
 (RssAnon), of mapped files (RssFile, shared) and its proportional share (Pss)::
@@ -60,12 +67,21 @@ def memory_status() -> Dict[str, float]:
 
 # ---------------------------------------------------------------- throughput
 def throughput(args: argparse.Namespace, rest: List[str]) -> Dict[str, Any]:
-    runs = []
+    if args.events_per_proc is not None and args.events_per_proc < 1:
+        raise SystemExit(f"error: --events-per-proc must be >= 1, got {args.events_per_proc}")
+    if args.events_per_proc is not None and any(a.startswith("--batch-size") for a in rest):
+        raise SystemExit("error: --events-per-proc sets train_wikipedia's --batch-size "
+                         "(events per proc x procs); do not pass --batch-size after '--'")
+    runs: List[Dict[str, Any]] = []
+    out_doc = {"runs": runs, "command_tail": rest, "cpu_count": os.cpu_count(),
+               "events_per_proc": args.events_per_proc}
     for n in [int(x) for x in args.procs.split(",")]:
+        batch = [] if args.events_per_proc is None else [
+            "--batch-size", str(args.events_per_proc * n)]
         with tempfile.TemporaryDirectory() as out:
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                    f"--nproc_per_node={n}", str(ROOT / "examples" / "train_wikipedia.py"),
-                   "--no-progress", "--save-dir", out, *rest]
+                   "--no-progress", "--save-dir", out, *rest, *batch]
             env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=str(args.threads))
             t0 = time.perf_counter()
             subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
@@ -78,12 +94,15 @@ def throughput(args: argparse.Namespace, rest: List[str]) -> Dict[str, Any]:
                      "sampling_seconds": r["sampling_seconds_per_epoch"],
                      "model_seconds": r["model_seconds_per_epoch"], "wall_seconds": wall,
                      "test_ap": r["test"]["transductive"]["ap"]})
+        runs[-1]["batch_size"] = m["args"]["batch_size"]
         print(f"{n} process(es): {runs[-1]['events_per_second']:.0f} events/s "
               f"({events} events in {r['seconds_per_epoch']:.1f} s; whole run {wall:.0f} s)")
-    base = runs[0]["events_per_second"] / runs[0]["procs"]
-    for r in runs:
-        r["fraction_of_linear"] = r["events_per_second"] / (base * r["procs"])
-    return {"runs": runs, "command_tail": rest, "cpu_count": os.cpu_count()}
+        base = runs[0]["events_per_second"] / runs[0]["procs"]
+        for done in runs:
+            done["fraction_of_linear"] = done["events_per_second"] / (base * done["procs"])
+        if args.json:  # after every process count, so a run stopped by a time limit keeps them
+            Path(args.json).write_text(json.dumps(out_doc, indent=2, default=float))
+    return out_doc
 
 
 # ---------------------------------------------------------------- memory
@@ -212,6 +231,9 @@ def main(argv: Any = None) -> None:
     t = sub.add_parser("throughput", help="train_wikipedia under torchrun, per process count")
     t.add_argument("--procs", default="1,2")
     t.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS per process")
+    t.add_argument("--events-per-proc", type=int, default=None,
+                   help="weak scaling: each rank's events a batch (global batch = this x N); "
+                        "default: train_wikipedia's --batch-size for every N (strong scaling)")
     m = sub.add_parser("memory", help="RSS of N processes sampling a mapped vs copied graph")
     m.add_argument("--procs", type=int, default=2)
     m.add_argument("--batches", type=int, default=20)

@@ -100,3 +100,67 @@ def test_speedup_rows_pair_rounds_and_skip_configurations_without_a_baseline(mod
     assert (sp["setting"], sp["variant"]) == ("s", "tbdfs")
     assert sp["speedup_rounds"] == [3.0, 2.5, 1.5]
     assert (sp["speedup"], sp["speedup_min"], sp["speedup_max"]) == (2.5, 1.5, 3.0)
+
+
+DIST_SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "benchmark_distributed.py"
+
+
+@pytest.fixture(scope="module")
+def dist_bench():
+    spec = importlib.util.spec_from_file_location("benchmark_distributed", DIST_SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fake_torchrun(calls):
+    """Stands in for ``subprocess.run`` of torchrun: records the command and writes the
+    metrics.json train_wikipedia would, with an epoch of 10 batches taking 2 s x procs^0.5."""
+    def run(cmd, check, env, stdout):
+        calls.append(cmd)
+        procs = int(next(a for a in cmd if a.startswith("--nproc_per_node=")).split("=")[1])
+        batch = int(cmd[cmd.index("--batch-size") + 1]) if "--batch-size" in cmd else 200
+        save = Path(cmd[cmd.index("--save-dir") + 1])
+        run_doc = {"batches_per_epoch": 10, "seconds_per_epoch": 2.0 * procs ** 0.5,
+                   "sampling_seconds_per_epoch": 0.1, "model_seconds_per_epoch": 1.9,
+                   "test": {"transductive": {"ap": 0.5}}}
+        (save / "metrics.json").write_text(json.dumps({"args": {"batch_size": batch},
+                                                       "runs": [run_doc]}))
+    return run
+
+
+def test_distributed_throughput_weak_scaling_sets_the_global_batch(dist_bench, tmp_path,
+                                                                    monkeypatch):
+    calls = []
+    monkeypatch.setattr(dist_bench.subprocess, "run", _fake_torchrun(calls))
+    out = tmp_path / "weak.json"
+    dist_bench.main(["throughput", "--procs", "1,4", "--events-per-proc", "50",
+                     "--json", str(out), "--", "--max-batches", "3"])
+    assert [c[c.index("--batch-size") + 1] for c in calls] == ["50", "200"]
+    assert all(c[-4:-2] == ["--max-batches", "3"] for c in calls)
+    doc = json.loads(out.read_text())
+    assert doc["events_per_proc"] == 50
+    runs = doc["runs"]
+    assert [r["batch_size"] for r in runs] == [50, 200]
+    assert [r["events"] for r in runs] == [500, 2000]
+    # 250 events/s for one process; 4 processes: 2000 events in 4 s = 500/s = 0.5 of 4 x 250
+    assert runs[0]["fraction_of_linear"] == pytest.approx(1.0)
+    assert runs[1]["fraction_of_linear"] == pytest.approx(0.5)
+
+
+def test_distributed_throughput_strong_scaling_keeps_the_batch(dist_bench, monkeypatch):
+    calls = []
+    monkeypatch.setattr(dist_bench.subprocess, "run", _fake_torchrun(calls))
+    dist_bench.main(["throughput", "--procs", "1,2", "--", "--max-batches", "3"])
+    assert all("--batch-size" not in c for c in calls)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--events-per-proc", "0"], "--events-per-proc must be >= 1"),
+    (["--events-per-proc", "10", "--", "--batch-size", "100"], "do not pass --batch-size"),
+])
+def test_distributed_throughput_refuses_conflicting_batch_options(dist_bench, monkeypatch,
+                                                                   argv, message):
+    monkeypatch.setattr(dist_bench.subprocess, "run", _fake_torchrun([]))
+    with pytest.raises(SystemExit, match=message):
+        dist_bench.main(["throughput", "--procs", "1", *argv])

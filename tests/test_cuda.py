@@ -109,6 +109,9 @@ def test_training_on_cuda_matches_the_plain_run():
     On an H200 (torch 2.11) the first two were bit-identical, and compiled against eager
     differed by 1.2e-5 (relative) in the first epoch's mean loss and 7.7e-4 in the second:
     inductor's fused kernels round differently, and Adam's normalised steps carry that on.
+    With the layer form that became the default in round 9 (attention output normalised)
+    the second epoch differed by 5.1e-3 (round 10, H200; the first epoch stayed within
+    1e-4), so the second epoch's bound is 2e-2, four times what was seen.
     """
     eager = _epoch_losses()
     assert _epoch_losses(prefetch=False) == pytest.approx(eager, rel=1e-6, abs=0)
@@ -116,4 +119,4 @@ def test_training_on_cuda_matches_the_plain_run():
     graphs = _epoch_losses(compile=True, compile_mode="reduce-overhead")
     assert graphs == pytest.approx(compiled, rel=1e-6, abs=0)
     assert compiled[0] == pytest.approx(eager[0], rel=1e-4, abs=0)
-    assert compiled == pytest.approx(eager, rel=5e-3, abs=0)
+    assert compiled == pytest.approx(eager, rel=2e-2, abs=0)
