@@ -62,11 +62,15 @@ SETTINGS = {
 }
 #: Model arguments of each variant (the model's defaults otherwise: since round 9 the BFS
 #: layers' attn_norm form, docs/learning_efficiency.md section 12); "-plain": TGAT's layer
-#: form, the default before round 9, which the earlier speed tables measured.
+#: form with empty neighbourhoods attending to nothing, the default before round 9, which
+#: the earlier speed tables measured; "-nopad": the default form without the padding of
+#: empty neighbourhoods (TBDFSModel(empty_neighbourhood='zero')).
 VARIANTS: Dict[str, Dict[str, Any]] = {"tbdfs": {"alpha": 0.5}, "tgat": {"alpha": 1.0},
                                        "dfs": {"alpha": 0.0}}
 for _name, _alpha in (("tbdfs", 0.5), ("tgat", 1.0)):
-    VARIANTS[f"{_name}-plain"] = {"alpha": _alpha, "attn_norm": False}
+    VARIANTS[f"{_name}-plain"] = {"alpha": _alpha, "attn_norm": False,
+                                  "empty_neighbourhood": "zero"}
+    VARIANTS[f"{_name}-nopad"] = {"alpha": _alpha, "empty_neighbourhood": "zero"}
 IMPLS = ("dense", "dgl")
 OFFICIAL_BATCHES_PER_EPOCH = 382  # the official code's Wikipedia epoch (batch 200)
 

@@ -90,6 +90,10 @@ def add_model_arguments(m: Any) -> None:
     m.add_argument("--attn-init", default=None, choices=["xavier", "torch"],
                    help="initialisation of the BFS layers (TBDFSModel(attn_init=...)); "
                         "default: the model's")
+    m.add_argument("--empty-neighbourhood", default=None, choices=["zero", "padding"],
+                   help="what a BFS destination without eligible neighbours attends to: "
+                        "nothing, or TGAT's and DyGLib's padding at time 0 "
+                        "(TBDFSModel(empty_neighbourhood=...)); default: the model's")
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -198,7 +202,9 @@ def model_kwargs(args: argparse.Namespace, data: TemporalDataset, alpha: Any) ->
                 node_embedding_dim=args.node_embedding_dim,
                 time_encoding=time_encoding(args),
                 **{k: v for k, v in (("attn_dim", args.attn_dim), ("attn_norm", args.attn_norm),
-                                     ("attn_init", args.attn_init)) if v is not None})
+                                     ("attn_init", args.attn_init),
+                                     ("empty_neighbourhood", args.empty_neighbourhood))
+                   if v is not None})
 
 
 def time_encoding(args: argparse.Namespace) -> Any:

@@ -66,14 +66,20 @@ ORIG_CONV_FORWARD = TemporalAttentionConv.forward
 
 
 # ------------------------------------------------------------- ablation: empty neighbourhoods
-def _merge(conv: TemporalAttentionConv, h_dst: Optional[torch.Tensor], agg: torch.Tensor):
-    """The layer's output FFN(h_i || a_i) (h_i = 0 when None)."""
+def _merge(conv: TemporalAttentionConv, h_dst: Optional[torch.Tensor], agg: torch.Tensor,
+           raw: bool = False):
+    """The layer's output FFN(h_i || o_i) (h_i = 0 when None), o_i what the layer's merge
+    reads of the attention output: a_i (TGAT's form) or LayerNorm(W_O a_i + b_O) (the
+    attn_norm form).  ``raw``: o_i = a_i whatever the form (round 10's first padded runs
+    of the attn_norm form, ``--empty pad-raw``)."""
+    o = agg if raw else conv._attention_output(agg)
     w1 = conv.fc1.weight
     if h_dst is None:
-        pre = F.linear(agg, w1[:, conv._in_dst_dim:], conv.fc1.bias)
+        pre = F.linear(o, w1[:, conv._in_dst_dim:], conv.fc1.bias)
     else:
-        pre = conv.fc1(torch.cat([h_dst, agg], dim=-1))
-    return conv.fc2(conv.feat_drop(F.relu(pre)))
+        pre = conv.fc1(torch.cat([h_dst, o], dim=-1))
+    hidden = F.relu(pre)
+    return conv.fc2(conv.feat_drop(hidden) if raw else conv._merge_hidden_drop(hidden))
 
 
 def conv_forward_padded(self, block, feat, edge_feat=None, dt=None):
@@ -99,8 +105,12 @@ def conv_forward_padded(self, block, feat, edge_feat=None, dt=None):
     if feat is not None:
         h_dst = (feat[1] if isinstance(feat, tuple) else feat[:num_dst])[idx]
     out = out.clone()
-    out[idx] = _merge(self, h_dst, agg)
+    out[idx] = _merge(self, h_dst, agg, raw=PAD_RAW[0])
     return out
+
+
+#: --empty pad-raw: the padded attention output skips the attn_norm form's W_O and LayerNorm
+PAD_RAW = [False]
 
 
 # --------------------------------------------------------- ablation: DyGLib's attention layer
@@ -217,8 +227,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--time-enc", dest="time_enc", default="ours",
                    choices=["ours", "unscaled", "cos-phase"],
                    help="time_encoding cos_sin (release 0.1), cos_sin_unscaled, cos_phase")
-    p.add_argument("--empty", default="none", choices=["none", "pad"],
-                   help="pad: empty neighbourhoods attend over DyGLib's time-0 padding")
+    p.add_argument("--empty", default="none", choices=["none", "pad", "pad-raw"],
+                   help="pad: empty neighbourhoods attend over DyGLib's time-0 padding; "
+                        "pad-raw: the same, but the padded attention output skips the "
+                        "attn_norm form's W_O and LayerNorm (and its merge takes TGAT's "
+                        "dropout place)")
     p.add_argument("--layer", default="ours",
                    choices=["ours", "dyglib"] + [f"dyglib-no{x}" for x in DyGLibLayer.PARTS])
     p.add_argument("--attn-dim", dest="attn_dim", type=int, default=0,
@@ -352,8 +365,11 @@ TIME_ENCODINGS = {"ours": "cos_sin", "unscaled": "cos_sin_unscaled", "cos-phase"
 
 
 def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
-    TemporalAttentionConv.forward = (conv_forward_padded if a.empty == "pad"
+    TemporalAttentionConv.forward = (conv_forward_padded if a.empty in ("pad", "pad-raw")
                                      else ORIG_CONV_FORWARD)
+    PAD_RAW[0] = a.empty == "pad-raw"
+    # The library's own padding stays off: --empty pads through the patch above, so that
+    # "baseline" keeps the form it always had whatever the library's default.
     model = TBDFSModel(node_dim=data.node_dim, edge_dim=data.edge_dim,
                        time_dim=a.time_dim, hidden_dim=a.hidden_dim,
                        num_layers=len(a.fanouts.split(",")), num_heads=2, dropout=a.dropout,
@@ -361,7 +377,7 @@ def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
                        # explicit, so that "baseline" stays TGAT's form whatever the
                        # library's defaults (--init torch-layers gives torch's init)
                        attn_dim=a.attn_dim or a.hidden_dim, attn_norm=a.attn_norm == "on",
-                       attn_init="xavier")
+                       attn_init="xavier", empty_neighbourhood="zero")
     if a.merge_drop == "off" and a.attn_norm == "off":  # attn_norm has none already
         for layer in model.layers:
             layer.feat_drop = nn.Identity()

@@ -13,7 +13,7 @@ from .explain import PathAttention, explain
 from .nn import (LinkScorer, NodeRows, PathAggregator, PathEncoder, TemporalAttentionConv,
                  TimeEncoder)
 from .nn.time_encoder import resolve_time_encoding
-from .nn.temporal_attention import INITS
+from .nn.temporal_attention import EMPTY_NEIGHBOURHOODS, INITS
 
 if TYPE_CHECKING:
     from .batch import TemporalBatch
@@ -29,6 +29,11 @@ DEFAULT_TIME_ENCODING = "cos_phase"
 # those recording neither are TGAT's form (attn_norm=False, attn_dim=hidden_dim).
 DEFAULT_ATTN_NORM = True
 DEFAULT_ATTN_INIT = "torch"
+# What a BFS destination without eligible neighbours attends to (round 10,
+# docs/learning_efficiency.md section 14): TGAT's and DyGLib's padding at time 0.
+# Checkpoints record it; those recording nothing are 'zero' (a_i = 0), the only behaviour
+# before round 10.
+DEFAULT_EMPTY_NEIGHBOURHOOD = "padding"
 AGG_MODES = ("attn", "mean")
 
 #: Constructor arguments renamed in release 0.2 (old name -> new name); the old names still
@@ -131,6 +136,14 @@ class TBDFSModel(nn.Module):
     attn_init : {'xavier', 'torch'}, optional
         Initialisation of the BFS layers: TGAT's Xavier-normal or torch's defaults
         (DyGLib's).  Default: ``'torch'`` with ``attn_norm``, else ``'xavier'``.
+    empty_neighbourhood : {'zero', 'padding'}, optional
+        What a BFS destination without eligible neighbours attends to (see
+        :class:`~tbdfs_dgl.nn.TemporalAttentionConv`): nothing (``'zero'``), or, as TGAT's
+        and DyGLib's code, padding slots at time 0, whose value encodes the destination's
+        own time (``'padding'``).  Default ``'padding'`` since round 10, which learned
+        faster on CollegeMsg and as fast on Wikipedia (``docs/learning_efficiency.md``
+        section 14); ``'zero'`` is the behaviour before.  Checkpoints record it; those
+        without it are ``'zero'``.
     """
 
     #: Deprecated attribute names (release 0.1), forwarding with a warning.
@@ -159,6 +172,7 @@ class TBDFSModel(nn.Module):
         attn_dim: Optional[int] = None,
         attn_norm: bool = DEFAULT_ATTN_NORM,
         attn_init: Optional[str] = None,
+        empty_neighbourhood: str = DEFAULT_EMPTY_NEIGHBOURHOOD,
     ) -> None:
         super().__init__()
         _check_dim("node_dim", node_dim, 0)
@@ -188,6 +202,9 @@ class TBDFSModel(nn.Module):
             attn_init = DEFAULT_ATTN_INIT if attn_norm is True else "xavier"
         if attn_init not in INITS:  # checked here too: the layer calls it `init`
             raise ValueError(f"attn_init must be one of {INITS}, got {attn_init!r}")
+        if empty_neighbourhood not in EMPTY_NEIGHBOURHOODS:
+            raise ValueError(f"empty_neighbourhood must be one of {EMPTY_NEIGHBOURHOODS}, "
+                             f"got {empty_neighbourhood!r}")
         if not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         if isinstance(alpha, str):
@@ -235,10 +252,12 @@ class TBDFSModel(nn.Module):
             TemporalAttentionConv(hidden_dim, hidden_dim, num_heads, edge_dim=edge_dim,
                                   feat_drop=dropout, attn_drop=dropout,
                                   time_encoder=self.time_encoder, attn_dim=attn_dim,
-                                  attn_norm=attn_norm, init=attn_init)
+                                  attn_norm=attn_norm, init=attn_init,
+                                  empty_neighbourhood=empty_neighbourhood)
             for _ in range(num_layers))
         self.attn_dim = self.layers[0].attn_dim
         self.attn_norm = self.layers[0].attn_norm
+        self.empty_neighbourhood = empty_neighbourhood
         if self.uses_dfs:
             self.path_encoder = PathEncoder(hidden_dim, hidden_dim, num_heads,
                                             edge_dim=edge_dim, within_path_agg=within_path_agg,

@@ -181,6 +181,44 @@ def test_dense_matches_dgl_with_normed_wide_attention(edge_dim, featureless):
         assert results[1][1][n].abs().sum() > 0, n
 
 
+@pytest.mark.parametrize("attn_norm", [False, True])
+@pytest.mark.parametrize("featureless", [False, True])
+def test_dense_matches_dgl_with_padded_empty_neighbourhoods(attn_norm, featureless):
+    """empty_neighbourhood='padding' on both paths: the table reads the destinations' times
+    from src_ts, the graph from dstdata['ts'] (Unix-seconds magnitudes here)."""
+    seed_all(0)
+    gen = torch.Generator().manual_seed(3)
+    k = 4
+    block = sampler_block(15, k, gen)  # destination 0 has no in-edges
+    block.srcdata["ts"] = block.srcdata["ts"] + 1.09e9
+    block.dstdata["ts"] = block.srcdata["ts"][:block.num_dst_nodes()]
+    table = table_from_block(block, fanout=k)
+    assert not table.mask[0].any() and torch.equal(table.src_ts, block.srcdata["ts"])
+    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=3, time_dim=8, attn_norm=attn_norm,
+                                 empty_neighbourhood="padding").double()
+    feat = None if featureless else torch.randn(block.num_src_nodes(), 6, dtype=torch.float64)
+    x = torch.randn(block.num_edges(), 3, dtype=torch.float64)
+    results = run_both(conv, block, table, feat, x, slot_edge_ids(block, table), torch.float64)
+    compare(results)
+    zero = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=3, time_dim=8, attn_norm=attn_norm
+                                 ).double()
+    zero.load_state_dict(conv.state_dict())
+    plain = zero(table, feat, x[slot_edge_ids(block, table)])
+    padded = results[1][0]
+    empty = ~table.mask.any(dim=1)
+    assert torch.equal(padded[~empty], plain[~empty].detach())
+    assert (padded[empty] - plain[empty]).abs().max() > 1e-3
+    # Eager on a CPU pads only the empty rows (index_put); compiled code and other devices
+    # use torch.where over every row: the same values and gradients.
+    from unittest import mock
+
+    import tbdfs_dgl.nn.temporal_attention as ta
+    with mock.patch.object(ta, "compiling", return_value=True):
+        where = run_both(conv, block, table, feat, x, slot_edge_ids(block, table),
+                         torch.float64)
+    compare([results[1], where[1]], rtol_out=1e-12, rtol_grad=1e-10)
+
+
 @pytest.mark.parametrize("featureless", [False, True])
 def test_dense_matches_dgl_on_a_generic_block_and_pair_feats(featureless):
     seed_all(1)

@@ -37,13 +37,17 @@ VARIANTS = [
     {"attn_norm": True, "attn_init": "torch"},
     {"attn_norm": True, "attn_dim": None, "attn_init": None},  # today's model defaults
     {"attn_norm": True, "alpha": 1.0, "path_inputs": "bfs"},
+    {"empty_neighbourhood": "padding"},
+    {"attn_norm": True, "attn_dim": None, "attn_init": None, "empty_neighbourhood": "padding"},
+    {"node_dim": 0, "edge_dim": 0, "empty_neighbourhood": "padding", "alpha": 1.0},
 ]
 
 
 def build(seed=0, **kw):
     # release 0.1's formulation unless a variant says otherwise (the reference is 0.1's)
     args = dict(node_dim=NODE_DIM, edge_dim=EDGE_DIM, time_dim=8, hidden_dim=12,
-                num_heads=2, dropout=0.0, time_encoding="cos_sin", attn_norm=False)
+                num_heads=2, dropout=0.0, time_encoding="cos_sin", attn_norm=False,
+                empty_neighbourhood="zero")
     args.update(kw)
     torch.manual_seed(seed)
     return TBDFSModel(**args).eval()
@@ -89,7 +93,7 @@ def test_dense_equals_reference_on_hand_batches(kw, L):
 
 def test_dense_equals_reference_without_any_history():
     batch = make_batch(4, [3, 2], seed=3, p_neighbour=0.0)
-    for kw in ({}, {"alpha": "learn"}, {"alpha": 0.0}):
+    for kw in ({}, {"alpha": "learn"}, {"alpha": 0.0}, {"empty_neighbourhood": "padding"}):
         check_same(build(**kw), batch)
 
 

@@ -272,6 +272,20 @@ def test_attention_form_is_recorded_and_old_checkpoints_are_tgat(tmp_path):
     old, _ = ckpt.load_checkpoint(path)
     assert (old.attn_dim, old.attn_norm) == (8, False)
     assert old.layers[0].fc_o is None
+    assert old.empty_neighbourhood == "zero"
+
+
+def test_empty_neighbourhood_is_recorded(tmp_path):
+    """The padding adds no parameter, so only the record keeps a padded model padded."""
+    from tbdfs_dgl import TBDFSModel
+
+    kwargs = dict(node_dim=0, edge_dim=0, time_dim=8, hidden_dim=8)
+    path = str(tmp_path / "m.pt")
+    for value in ("zero", "padding"):  # whichever is today's default
+        model = TBDFSModel(**kwargs, empty_neighbourhood=value)
+        save_checkpoint(path, model, kwargs)  # recorded even when not passed
+        again, _ = load_checkpoint(path)
+        assert [c.empty_neighbourhood for c in again.layers] == [value, value]
 
 
 class _TailTrainer(LinkPredictionTrainer):

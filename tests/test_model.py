@@ -282,6 +282,10 @@ def test_default_bfs_form_is_dyglibs_attention_without_its_residual():
     assert TBDFSModel(**kw, use_time=False).attn_dim == 12
     tgat = TBDFSModel(**kw, attn_norm=False)
     assert (tgat.attn_dim, tgat.attn_init, tgat.layers[0].fc_o) == (12, "xavier", None)
+    # Empty neighbourhoods attend over TGAT's padding by default (round 10), in every layer.
+    assert [c.empty_neighbourhood for c in TBDFSModel(**kw, num_layers=3).layers] == \
+        ["padding"] * 3
+    assert TBDFSModel(**kw, empty_neighbourhood="zero").layers[1].empty_neighbourhood == "zero"
 
 
 def test_constructor_and_input_validation():
@@ -293,7 +297,8 @@ def test_constructor_and_input_validation():
            dict(within_path_agg="max"), dict(across_paths_agg="sum"), dict(path_inputs="x"),
            dict(num_layers=0), dict(dropout=1.0), dict(node_embedding_dim=3),
            dict(node_embedding_dim=3, num_nodes=0), dict(attn_dim=5, num_heads=2),
-           dict(attn_dim=0), dict(attn_norm=1), dict(attn_init="normal")]
+           dict(attn_dim=0), dict(attn_norm=1), dict(attn_init="normal"),
+           dict(empty_neighbourhood="pad")]
     for b in bad:
         with pytest.raises(ValueError):
             TBDFSModel(**{**good, **b})

@@ -37,7 +37,15 @@ def ref_conv(conv, block, h, edge_feat, dt):
     for i in range(num_dst):
         eids = (dst == i).nonzero().flatten()
         h_i = h[i]
-        if len(eids) == 0:
+        if len(eids) == 0 and conv.empty_neighbourhood == "padding":
+            # TGAT's and DyGLib's code: padding slots (node 0 with zero inputs) at time 0,
+            # all masked, so the softmax is uniform over identical slots: one slot's value.
+            t_i = block.dstdata["ts"][i:i + 1].double()
+            kv = torch.cat([torch.zeros(1, conv._in_src_dim + conv._edge_dim),
+                            conv.time_encoder(t_i)[:, :T]], dim=-1)
+            agg = ref_attention(conv.fc_q.weight, conv.fc_k.weight, conv.fc_v.weight,
+                                torch.cat([h_i, phi0]), kv, conv._num_heads)
+        elif len(eids) == 0:
             agg = torch.zeros(conv.fc_v.out_features)
         else:
             x = (edge_feat[eids] if edge_feat is not None
@@ -278,6 +286,47 @@ def test_conv_attention_form_matches_reference(attn_dim, attn_norm):
     assert ("attn_layer_norm.weight" in names) == attn_norm
     if attn_norm:
         assert "attn_norm=True" in repr(conv)
+
+
+@pytest.mark.parametrize("attn_norm", [False, True])
+@pytest.mark.parametrize("featureless", [False, True])
+def test_conv_padding_of_empty_neighbourhoods_matches_reference(attn_norm, featureless):
+    """empty_neighbourhood='padding': a destination without in-edges attends over padding
+    at time 0, as TGAT's and DyGLib's code do; the others are unchanged."""
+    torch.manual_seed(0)
+    kw = dict(num_heads=2, edge_dim=5, time_dim=4, attn_norm=attn_norm, init="torch")
+    conv = TemporalAttentionConv(6, 8, empty_neighbourhood="padding", **kw)
+    zero = TemporalAttentionConv(6, 8, **kw)
+    zero.load_state_dict(conv.state_dict())  # the option adds no parameter
+    assert "empty_neighbourhood='padding'" in repr(conv) and "empty" not in repr(zero)
+    block = hand_block()  # destination 2 has no in-edge
+    # Absolute times as a real graph's clock gives them (Unix seconds): Φ needs float64.
+    block.dstdata["ts"] = torch.tensor([1.0e9, 1.0e9 + 7.5, 1.09e9], dtype=torch.float64)
+    h = torch.zeros(7, 6) if featureless else torch.randn(7, 6)
+    x = torch.randn(5, 5)
+    out = conv(block, None if featureless else h, x)
+    assert torch.allclose(out, ref_conv(conv, block, h, x, block.edata["dt"]), atol=1e-5)
+    plain = zero(block, None if featureless else h, x)
+    assert torch.equal(out[:2], plain[:2])
+    assert (out[2] - plain[2]).abs().max() > 1e-3
+    # Its value depends on the destination's own time.
+    block.dstdata["ts"] = torch.tensor([1.0e9, 1.0e9 + 7.5, 3.0e6], dtype=torch.float64)
+    moved = conv(block, None if featureless else h, x)
+    assert torch.equal(moved[:2], out[:2]) and (moved[2] - out[2]).abs().max() > 1e-3
+    out.sum().backward()
+    assert conv.fc_v.weight.grad[:, 11:].abs().sum() > 0  # Φ(t_i)'s columns of W_V
+
+
+def test_conv_padding_needs_times_and_a_known_value():
+    with pytest.raises(ValueError, match="empty_neighbourhood must be one of"):
+        TemporalAttentionConv(6, 8, time_dim=4, empty_neighbourhood="pad")
+    conv = TemporalAttentionConv(6, 8, time_dim=4, empty_neighbourhood="padding")
+    with pytest.raises(ValueError, match=r"dstdata\['ts'\]"):
+        conv(hand_block(), torch.randn(7, 6))  # no destination times on this graph
+    # Without time the padding carries nothing: no times needed, same as 'zero'.
+    no_time = TemporalAttentionConv(6, 8, time_encoder=TimeEncoder(4, use_time=False),
+                                    empty_neighbourhood="padding")
+    assert no_time(hand_block(), torch.randn(7, 6)).shape == (3, 8)
 
 
 def test_conv_init_forms_and_dropout_placement():

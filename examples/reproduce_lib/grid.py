@@ -93,7 +93,8 @@ def variant_by_name(name: str) -> Variant:
 
 #: Budget settings added after the first reports, with the value every earlier run had.
 LEGACY_SETTINGS: Dict[str, Any] = {"strategy": "recent", "time_encoding": "cos_sin",
-                                   "train_negatives": "all", "attn_norm": False}
+                                   "train_negatives": "all", "attn_norm": False,
+                                   "empty_neighbourhood": "zero"}
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,10 @@ class Budget:
     # whatever the library's default, so that their grids stay one formulation.  True is
     # the library's default since round 9 (attn_dim = hidden_dim + time_dim, torch init).
     attn_norm: bool = False
+    # What a BFS destination without eligible neighbours attends to
+    # (TBDFSModel(empty_neighbourhood=)): nothing ('zero') for every budget so far, for the
+    # same reason.
+    empty_neighbourhood: str = "zero"
     hidden_dim: int = 100
     time_dim: int = 100
     num_heads: int = 2

@@ -86,7 +86,7 @@ def model_kwargs(budget: Budget, data: TemporalDataset, variant_kwargs: Dict[str
         time_encoding=budget.time_encoding,
         # The BFS layers' form, explicit: the budget's, not the library's default (the
         # model derives the form's width and init from it).
-        attn_norm=budget.attn_norm)
+        attn_norm=budget.attn_norm, empty_neighbourhood=budget.empty_neighbourhood)
     kw.update(variant_kwargs)
     return kw
 

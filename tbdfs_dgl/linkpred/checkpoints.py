@@ -81,7 +81,8 @@ def save_checkpoint(path: str, model: torch.nn.Module, model_kwargs: Dict[str, A
     encoding = getattr(model, "time_encoding", None)
     if encoding is not None:  # the formulation itself, whatever the default when loaded
         model_kwargs = dict(model_kwargs, time_encoding=encoding)
-    for name in ("attn_dim", "attn_norm"):  # the BFS layers' form, likewise
+    # The BFS layers' form, likewise.
+    for name in ("attn_dim", "attn_norm", "empty_neighbourhood"):
         if hasattr(model, name):
             model_kwargs = dict(model_kwargs, **{name: getattr(model, name)})
     payload = {"model_kwargs": model_kwargs,
@@ -186,6 +187,8 @@ def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Modu
     # Saved before the BFS layers' form was a choice: TGAT's, whatever today's default.
     kwargs.setdefault("attn_norm", False)
     kwargs.setdefault("attn_dim", kwargs.get("hidden_dim"))
+    # Saved before round 10: empty neighbourhoods attended to nothing.
+    kwargs.setdefault("empty_neighbourhood", "zero")
     model = TBDFSModel(**kwargs)
     try:
         model.load_state_dict(payload["state_dict"])

@@ -17,6 +17,7 @@ from .._dgl import require_dgl
 from ..batch import LayerTable
 from ._common import (WIDTH_RENAMES, NodeRows, check_heads, reset_attention,
                       resolve_time_encoder)
+from ._compile import compiling
 from ._slots import SlotAverage, SlotScores, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
 
@@ -24,6 +25,8 @@ __all__ = ["TemporalAttentionConv"]
 
 #: Initialisations of :class:`TemporalAttentionConv` (``init``).
 INITS = ("xavier", "torch")
+#: What a destination without eligible neighbours attends to (``empty_neighbourhood``).
+EMPTY_NEIGHBOURHOODS = ("zero", "padding")
 
 Feat = Optional[Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor], NodeRows]]
 
@@ -113,7 +116,9 @@ class TemporalAttentionConv(nn.Module):
 
     with :math:`M` heads of width :math:`d_k = d_v =` ``attn_dim // num_heads``
     (``attn_dim`` defaults to ``out_dim``).  A destination without in-edges gets
-    :math:`a_i = 0`, so its output is a function of :math:`h_i` alone.  ``attn_norm``
+    :math:`a_i = 0`, so its output is a function of :math:`h_i` alone; with
+    ``empty_neighbourhood='padding'`` it attends, as TGAT's and DyGLib's code do, over
+    padding slots at time 0: :math:`a_i = W_V [0 \| 0 \| \Phi(t_i)]`.  ``attn_norm``
     puts DyGLib's :math:`\mathrm{LayerNorm}(W_O a_i + b_O)` in place of :math:`a_i`.
 
     The layer runs on a dense :class:`~tbdfs_dgl.batch.LayerTable` (torch only, any
@@ -157,6 +162,16 @@ class TemporalAttentionConv(nn.Module):
         Initialisation of the linear maps: ``'xavier'`` (TGAT's: Xavier-normal attention
         maps, ReLU-gained Xavier-normal merge, zero biases) or ``'torch'`` (torch's
         defaults, as DyGLib leaves them).  Default: ``'xavier'``.
+    empty_neighbourhood : {'zero', 'padding'}, optional
+        What a destination without in-edges (no eligible neighbour) attends to.
+        ``'zero'``: nothing, :math:`a_i = 0` (TGAT's paper).  ``'padding'``: what TGAT's
+        and DyGLib's code compute.  They pad every neighbourhood with masked slots (node 0,
+        zero node and edge inputs, time 0), and a softmax over all-masked scores is uniform
+        over the padding.  So :math:`a_i = W_V [0 \| 0 \| \Phi(t_i - 0)]`, which encodes
+        the destination's own time :math:`t_i` (so it depends on where the graph's clock
+        starts).  Needs the destinations' times: a table's ``src_ts``, or ``dstdata['ts']``
+        on a DGL graph.  Without time (``time_dim`` 0) the two are the same.  Default:
+        ``'zero'``.  ``docs/learning_efficiency.md`` (section 14) measures it.
 
     Notes
     -----
@@ -188,6 +203,7 @@ class TemporalAttentionConv(nn.Module):
         attn_dim: Optional[int] = None,
         attn_norm: bool = False,
         init: str = "xavier",
+        empty_neighbourhood: str = "zero",
     ) -> None:
         super().__init__()
         self._in_src_dim, self._in_dst_dim = _as_pair(in_dim)
@@ -201,6 +217,10 @@ class TemporalAttentionConv(nn.Module):
         if init not in INITS:
             raise ValueError(f"init must be one of {INITS}, got {init!r}")
         self._init = init
+        if empty_neighbourhood not in EMPTY_NEIGHBOURHOODS:
+            raise ValueError(f"empty_neighbourhood must be one of {EMPTY_NEIGHBOURHOODS}, "
+                             f"got {empty_neighbourhood!r}")
+        self.empty_neighbourhood = empty_neighbourhood
         if edge_dim < 0:
             raise ValueError(f"edge_dim must be >= 0, got {edge_dim}")
         self._edge_dim = edge_dim
@@ -256,12 +276,54 @@ class TemporalAttentionConv(nn.Module):
         ``attn_norm`` it acts on ``W_O``'s output instead (DyGLib's places)."""
         return hidden if self.fc_o is not None else self.feat_drop(hidden)
 
-    def _attention_output(self, agg: torch.Tensor) -> torch.Tensor:
+    def _attention_output(self, agg: torch.Tensor,
+                          padding: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+                          ) -> torch.Tensor:
         """What the merge reads of the attention output ``agg`` (``[N_dst, attn_dim]``):
-        ``agg`` itself (TGAT), or ``LayerNorm(Dropout(W_O agg + b_O))`` (``attn_norm``)."""
+        ``agg`` itself (TGAT), or ``LayerNorm(Dropout(W_O agg + b_O))`` (``attn_norm``).
+        ``padding``: ``(empty, dst_time)`` from :meth:`_padding_inputs`; the destinations
+        marked ``empty`` take the padding's attention output instead of ``agg``."""
+        if padding is not None:
+            agg = self._pad_empty(agg, *padding)
         if self.fc_o is None:
             return agg
         return self.attn_layer_norm(self.feat_drop(self.fc_o(agg)))
+
+    def _pad_empty(self, agg: torch.Tensor, empty: torch.Tensor,
+                   dst_time: torch.Tensor) -> torch.Tensor:
+        """``agg`` with the rows of ``empty`` destinations replaced by
+        ``W_V [0 ‖ 0 ‖ Φ(t_i)]``: attention over identical padding slots at time 0 (their
+        node and edge inputs zero) averages to one slot's value."""
+        D, E, T = self._in_src_dim, self._edge_dim, self._time_dim
+        w_time = self.fc_v.weight[:, D + E:D + E + T]
+
+        def padding_value(t: torch.Tensor) -> torch.Tensor:
+            # float64: absolute times (e.g. 1e9 s) need the exact phases Φ computes.
+            phi = self.time_encoder(t.to(torch.float64))
+            return F.linear(phi.to(w_time.dtype), w_time).to(agg.dtype)
+
+        if agg.device.type == "cpu" and not compiling():
+            # Eager on a CPU: encode only the empty rows (a fraction of them; encoding every
+            # destination's time made a TGAT step ~15% slower).
+            idx = torch.nonzero(empty).squeeze(1)
+            return agg.index_put((idx,), padding_value(dst_time[idx]))
+        # Elsewhere torch.where over every row: no data-dependent shapes or host syncs
+        # (torch.compile, CUDA graphs, GPU streams).
+        return torch.where(empty.unsqueeze(-1), padding_value(dst_time), agg)
+
+    def _padding_inputs(self, graph: Any, num_dst: int
+                        ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+        """``(empty, dst_time)`` for ``empty_neighbourhood='padding'`` (``None`` when it
+        changes nothing): destinations without an eligible neighbour, and their times."""
+        if self.empty_neighbourhood != "padding" or not self._time_dim:
+            return None
+        if isinstance(graph, LayerTable):
+            return ~graph.mask.any(dim=1), graph.src_ts[:num_dst]
+        if "ts" not in graph.dstdata:
+            raise ValueError("empty_neighbourhood='padding' needs the destinations' times: "
+                             "give the DGL graph dstdata['ts'] (TemporalBatch's blocks "
+                             "carry them)")
+        return graph.in_degrees() == 0, graph.dstdata["ts"]
 
     def forward(
         self,
@@ -387,8 +449,9 @@ class TemporalAttentionConv(nn.Module):
                     score = parts[0][0].new_zeros(num_dst, k, H)
                 attn = self.attn_drop(_slot_softmax(score, mask, scale))
                 agg = self._pulled_back_average(parts, attn, wv)
-            hidden = F.relu(F.linear(self._attention_output(agg.reshape(num_dst, -1)), w1,
-                                     self.fc1.bias))
+            o = self._attention_output(agg.reshape(num_dst, -1),
+                                       self._padding_inputs(table, num_dst))
+            hidden = F.relu(F.linear(o, w1, self.fc1.bias))
             return self.fc2(self._merge_hidden_drop(hidden))
 
         if isinstance(feat, NodeRows):
@@ -414,7 +477,8 @@ class TemporalAttentionConv(nn.Module):
             score = term if score is None else score + term  # [N_dst, k, H]
         attn = self.attn_drop(_slot_softmax(score, mask, scale))
         agg = self._pulled_back_average(parts, attn, wv)
-        o = self._attention_output(agg.reshape(num_dst, -1))
+        o = self._attention_output(agg.reshape(num_dst, -1),
+                                   self._padding_inputs(table, num_dst))
         hidden = F.relu(self.fc1(torch.cat([h_dst, o], dim=-1)))
         return self.fc2(self._merge_hidden_drop(hidden))
 
@@ -475,7 +539,8 @@ class TemporalAttentionConv(nn.Module):
                 edge_graph.update_all(fn.u_mul_e("z", "a", "m"), fn.sum("m", "zw"))
                 agg = agg + torch.einsum("nhw,hdw->nhd", edge_graph.dstdata["zw"],
                                          wv[..., z_col])
-            o = self._attention_output(agg.reshape(num_dst, -1))
+            o = self._attention_output(agg.reshape(num_dst, -1),
+                                       self._padding_inputs(block, num_dst))
             hidden = F.relu(self.fc1(torch.cat([h_dst, o], dim=-1)))
             return self.fc2(self._merge_hidden_drop(hidden))
 
@@ -538,8 +603,9 @@ class TemporalAttentionConv(nn.Module):
                 edge_graph.update_all(fn.u_mul_e("z", "a", "m"), fn.sum("m", "zw"))
                 wv = self.fc_v.weight.view(H, dk, -1)[..., z_col]
                 agg = torch.einsum("nhw,hdw->nhd", edge_graph.dstdata["zw"], wv)
-            hidden = F.relu(F.linear(self._attention_output(agg.reshape(num_dst, -1)), w1,
-                                     self.fc1.bias))
+            o = self._attention_output(agg.reshape(num_dst, -1),
+                                       self._padding_inputs(block, num_dst))
+            hidden = F.relu(F.linear(o, w1, self.fc1.bias))
             return self.fc2(self._merge_hidden_drop(hidden))
 
     def extra_repr(self) -> str:
@@ -548,4 +614,6 @@ class TemporalAttentionConv(nn.Module):
                 f"time_dim={self._time_dim}"
                 + (f", attn_dim={self.attn_dim}" if self.attn_dim != self._out_dim else "")
                 + (", attn_norm=True" if self.attn_norm else "")
-                + (f", init={self._init!r}" if self._init != "xavier" else ""))
+                + (f", init={self._init!r}" if self._init != "xavier" else "")
+                + (f", empty_neighbourhood={self.empty_neighbourhood!r}"
+                   if self.empty_neighbourhood != "zero" else ""))
