@@ -1,19 +1,25 @@
-"""Smoke test of examples/benchmark_sampler.py: a --quick run on a small synthetic graph."""
+"""Smoke tests of the benchmark scripts in examples/: the sampler's and the model's --quick
+runs on small synthetic graphs, and benchmark_distributed's throughput bookkeeping."""
 import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "benchmark_sampler.py"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def load_example(name):
+    """examples/<name>.py imported as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("benchmark_sampler", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example("benchmark_sampler")
 
 
 def test_quick_synthetic_run_writes_positive_figures(bench, tmp_path, capsys):
@@ -54,11 +60,7 @@ def test_missing_data_file_exits_with_2(bench, tmp_path, capsys):
 
 @pytest.fixture
 def model_bench():
-    spec = importlib.util.spec_from_file_location(
-        "benchmark_model", SCRIPT.parent / "benchmark_model.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example("benchmark_model")
 
 
 def test_model_benchmark_quick_run_with_the_dgl_baseline(model_bench, tmp_path, capsys):
@@ -102,15 +104,9 @@ def test_speedup_rows_pair_rounds_and_skip_configurations_without_a_baseline(mod
     assert (sp["speedup"], sp["speedup_min"], sp["speedup_max"]) == (2.5, 1.5, 3.0)
 
 
-DIST_SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "benchmark_distributed.py"
-
-
 @pytest.fixture(scope="module")
 def dist_bench():
-    spec = importlib.util.spec_from_file_location("benchmark_distributed", DIST_SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example("benchmark_distributed")
 
 
 def _fake_torchrun(calls):
