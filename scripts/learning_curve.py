@@ -66,28 +66,23 @@ ORIG_CONV_FORWARD = TemporalAttentionConv.forward
 
 
 # ------------------------------------------------------------- ablation: empty neighbourhoods
-def _merge(conv: TemporalAttentionConv, h_dst: Optional[torch.Tensor], agg: torch.Tensor,
-           raw: bool = False):
-    """The layer's output FFN(h_i || o_i) (h_i = 0 when None), o_i what the layer's merge
-    reads of the attention output: a_i (TGAT's form) or LayerNorm(W_O a_i + b_O) (the
-    attn_norm form).  ``raw``: o_i = a_i whatever the form (round 10's first padded runs
-    of the attn_norm form, ``--empty pad-raw``)."""
-    o = agg if raw else conv._attention_output(agg)
+def _merge_raw(conv: TemporalAttentionConv, h_dst: Optional[torch.Tensor], agg: torch.Tensor):
+    """The layer's merge FFN(h_i || a_i) read straight from a_i (h_i = 0 when None), with
+    dropout on its hidden layer (TGAT's place), whatever the layer's form."""
     w1 = conv.fc1.weight
     if h_dst is None:
-        pre = F.linear(o, w1[:, conv._in_dst_dim:], conv.fc1.bias)
+        pre = F.linear(agg, w1[:, conv._in_dst_dim:], conv.fc1.bias)
     else:
-        pre = conv.fc1(torch.cat([h_dst, o], dim=-1))
-    hidden = F.relu(pre)
-    return conv.fc2(conv.feat_drop(hidden) if raw else conv._merge_hidden_drop(hidden))
+        pre = conv.fc1(torch.cat([h_dst, agg], dim=-1))
+    return conv.fc2(conv.feat_drop(F.relu(pre)))
 
 
-def conv_forward_padded(self, block, feat, edge_feat=None, dt=None):
-    r"""Ours, but a destination without eligible neighbours attends (as DyGLib) over padded
-    slots: neighbour node 0 with zero input, zero edge features, at time 0, i.e. time gap
-    :math:`t_i - 0`.  All padded slots are equal, so
-    :math:`a_i = W_V [0 \| 0 \| \Phi(t_i)]` (the node term of a padded neighbour, DyGLib's
-    node-0 embedding, is taken as 0)."""
+def conv_forward_pad_raw(self, block, feat, edge_feat=None, dt=None):
+    r"""``--empty pad-raw``: a destination without eligible neighbours attends over padding
+    at time 0 as with the library's ``empty_neighbourhood='padding'``
+    (:math:`a_i = W_V [0 \| 0 \| \Phi(t_i)]`, ``--empty pad``), but its :math:`a_i` enters
+    the merge directly, skipping the attn_norm form's W_O and LayerNorm (in TGAT's form
+    the two are the same).  What round 10's first padded runs of the form measured."""
     out = ORIG_CONV_FORWARD(self, block, feat, edge_feat, dt)
     num_dst = out.shape[0]
     if isinstance(block, LayerTable):  # the model's dense tables
@@ -105,12 +100,8 @@ def conv_forward_padded(self, block, feat, edge_feat=None, dt=None):
     if feat is not None:
         h_dst = (feat[1] if isinstance(feat, tuple) else feat[:num_dst])[idx]
     out = out.clone()
-    out[idx] = _merge(self, h_dst, agg, raw=PAD_RAW[0])
+    out[idx] = _merge_raw(self, h_dst, agg)
     return out
-
-
-#: --empty pad-raw: the padded attention output skips the attn_norm form's W_O and LayerNorm
-PAD_RAW = [False]
 
 
 # --------------------------------------------------------- ablation: DyGLib's attention layer
@@ -228,10 +219,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    choices=["ours", "unscaled", "cos-phase"],
                    help="time_encoding cos_sin (release 0.1), cos_sin_unscaled, cos_phase")
     p.add_argument("--empty", default="none", choices=["none", "pad", "pad-raw"],
-                   help="pad: empty neighbourhoods attend over DyGLib's time-0 padding; "
-                        "pad-raw: the same, but the padded attention output skips the "
-                        "attn_norm form's W_O and LayerNorm (and its merge takes TGAT's "
-                        "dropout place)")
+                   help="pad: empty neighbourhoods attend over DyGLib's time-0 padding "
+                        "(TBDFSModel(empty_neighbourhood='padding')); pad-raw: the same, but "
+                        "the padded attention output skips the attn_norm form's W_O and "
+                        "LayerNorm (and its merge takes TGAT's dropout place)")
     p.add_argument("--layer", default="ours",
                    choices=["ours", "dyglib"] + [f"dyglib-no{x}" for x in DyGLibLayer.PARTS])
     p.add_argument("--attn-dim", dest="attn_dim", type=int, default=0,
@@ -365,11 +356,8 @@ TIME_ENCODINGS = {"ours": "cos_sin", "unscaled": "cos_sin_unscaled", "cos-phase"
 
 
 def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
-    TemporalAttentionConv.forward = (conv_forward_padded if a.empty in ("pad", "pad-raw")
+    TemporalAttentionConv.forward = (conv_forward_pad_raw if a.empty == "pad-raw"
                                      else ORIG_CONV_FORWARD)
-    PAD_RAW[0] = a.empty == "pad-raw"
-    # The library's own padding stays off: --empty pads through the patch above, so that
-    # "baseline" keeps the form it always had whatever the library's default.
     model = TBDFSModel(node_dim=data.node_dim, edge_dim=data.edge_dim,
                        time_dim=a.time_dim, hidden_dim=a.hidden_dim,
                        num_layers=len(a.fanouts.split(",")), num_heads=2, dropout=a.dropout,
@@ -377,7 +365,10 @@ def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
                        # explicit, so that "baseline" stays TGAT's form whatever the
                        # library's defaults (--init torch-layers gives torch's init)
                        attn_dim=a.attn_dim or a.hidden_dim, attn_norm=a.attn_norm == "on",
-                       attn_init="xavier", empty_neighbourhood="zero")
+                       attn_init="xavier",
+                       # --empty pad is the library's padding; explicit, so that "baseline"
+                       # stays unpadded whatever the library's default
+                       empty_neighbourhood="padding" if a.empty == "pad" else "zero")
     if a.merge_drop == "off" and a.attn_norm == "off":  # attn_norm has none already
         for layer in model.layers:
             layer.feat_drop = nn.Identity()

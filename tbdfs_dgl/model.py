@@ -13,7 +13,7 @@ from .explain import PathAttention, explain
 from .nn import (LinkScorer, NodeRows, PathAggregator, PathEncoder, TemporalAttentionConv,
                  TimeEncoder)
 from .nn.time_encoder import resolve_time_encoding
-from .nn.temporal_attention import EMPTY_NEIGHBOURHOODS, INITS
+from .nn.temporal_attention import INITS
 
 if TYPE_CHECKING:
     from .batch import TemporalBatch
@@ -193,7 +193,7 @@ class TBDFSModel(nn.Module):
         if hidden_dim % num_heads:
             raise ValueError(f"hidden_dim ({hidden_dim}) must be a multiple of num_heads "
                              f"({num_heads})")
-        # attn_dim and attn_norm themselves are checked by TemporalAttentionConv.
+        # attn_dim, attn_norm and empty_neighbourhood are checked by TemporalAttentionConv.
         if attn_dim is None:
             attn_dim = hidden_dim
             if attn_norm is True and use_time:
@@ -202,9 +202,6 @@ class TBDFSModel(nn.Module):
             attn_init = DEFAULT_ATTN_INIT if attn_norm is True else "xavier"
         if attn_init not in INITS:  # checked here too: the layer calls it `init`
             raise ValueError(f"attn_init must be one of {INITS}, got {attn_init!r}")
-        if empty_neighbourhood not in EMPTY_NEIGHBOURHOODS:
-            raise ValueError(f"empty_neighbourhood must be one of {EMPTY_NEIGHBOURHOODS}, "
-                             f"got {empty_neighbourhood!r}")
         if not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         if isinstance(alpha, str):
@@ -257,7 +254,7 @@ class TBDFSModel(nn.Module):
             for _ in range(num_layers))
         self.attn_dim = self.layers[0].attn_dim
         self.attn_norm = self.layers[0].attn_norm
-        self.empty_neighbourhood = empty_neighbourhood
+        self.empty_neighbourhood = self.layers[0].empty_neighbourhood
         if self.uses_dfs:
             self.path_encoder = PathEncoder(hidden_dim, hidden_dim, num_heads,
                                             edge_dim=edge_dim, within_path_agg=within_path_agg,
