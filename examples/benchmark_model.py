@@ -64,13 +64,17 @@ SETTINGS = {
 #: layers' attn_norm form, docs/learning_efficiency.md section 12); "-plain": TGAT's layer
 #: form with empty neighbourhoods attending to nothing, the default before round 9, which
 #: the earlier speed tables measured; "-nopad": the default form without the padding of
-#: empty neighbourhoods (TBDFSModel(empty_neighbourhood='zero')).
+#: empty neighbourhoods (TBDFSModel(empty_neighbourhood='zero')); "-dyglib": DyGLib's
+#: layer whole, its residual and TGAT's embedded padding node (attn_residual=True,
+#: empty_neighbourhood='padding_node'; section 15).
 VARIANTS: Dict[str, Dict[str, Any]] = {"tbdfs": {"alpha": 0.5}, "tgat": {"alpha": 1.0},
                                        "dfs": {"alpha": 0.0}}
 for _name, _alpha in (("tbdfs", 0.5), ("tgat", 1.0)):
     VARIANTS[f"{_name}-plain"] = {"alpha": _alpha, "attn_norm": False,
                                   "empty_neighbourhood": "zero"}
     VARIANTS[f"{_name}-nopad"] = {"alpha": _alpha, "empty_neighbourhood": "zero"}
+    VARIANTS[f"{_name}-dyglib"] = {"alpha": _alpha, "attn_residual": True,
+                                   "empty_neighbourhood": "padding_node"}
 IMPLS = ("dense", "dgl")
 OFFICIAL_BATCHES_PER_EPOCH = 382  # the official code's Wikipedia epoch (batch 200)
 

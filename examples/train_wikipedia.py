@@ -90,10 +90,15 @@ def add_model_arguments(m: Any) -> None:
     m.add_argument("--attn-init", default=None, choices=["xavier", "torch"],
                    help="initialisation of the BFS layers (TBDFSModel(attn_init=...)); "
                         "default: the model's")
-    m.add_argument("--empty-neighbourhood", default=None, choices=["zero", "padding"],
+    m.add_argument("--empty-neighbourhood", default=None,
+                   choices=["zero", "padding", "padding_node"],
                    help="what a BFS destination without eligible neighbours attends to: "
-                        "nothing, or TGAT's and DyGLib's padding at time 0 "
+                        "nothing, or TGAT's and DyGLib's padding at time 0 (padding_node: "
+                        "with the padding node embedded as their recursion embeds it) "
                         "(TBDFSModel(empty_neighbourhood=...)); default: the model's")
+    m.add_argument("--attn-residual", action=argparse.BooleanOptionalAction, default=None,
+                   help="with the attn_norm form, DyGLib's residual [h_i || Phi(0)] before "
+                        "the LayerNorm (TBDFSModel(attn_residual=...)); default: the model's")
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -203,7 +208,8 @@ def model_kwargs(args: argparse.Namespace, data: TemporalDataset, alpha: Any) ->
                 time_encoding=time_encoding(args),
                 **{k: v for k, v in (("attn_dim", args.attn_dim), ("attn_norm", args.attn_norm),
                                      ("attn_init", args.attn_init),
-                                     ("empty_neighbourhood", args.empty_neighbourhood))
+                                     ("empty_neighbourhood", args.empty_neighbourhood),
+                                     ("attn_residual", args.attn_residual))
                    if v is not None})
 
 

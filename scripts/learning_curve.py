@@ -36,6 +36,7 @@ import math
 import os
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -77,13 +78,13 @@ def _merge_raw(conv: TemporalAttentionConv, h_dst: Optional[torch.Tensor], agg: 
     return conv.fc2(conv.feat_drop(F.relu(pre)))
 
 
-def conv_forward_pad_raw(self, block, feat, edge_feat=None, dt=None):
+def conv_forward_pad_raw(self, block, feat, edge_feat=None, dt=None, padding_feat=None):
     r"""``--empty pad-raw``: a destination without eligible neighbours attends over padding
     at time 0 as with the library's ``empty_neighbourhood='padding'``
     (:math:`a_i = W_V [0 \| 0 \| \Phi(t_i)]`, ``--empty pad``), but its :math:`a_i` enters
     the merge directly, skipping the attn_norm form's W_O and LayerNorm (in TGAT's form
     the two are the same).  What round 10's first padded runs of the form measured."""
-    out = ORIG_CONV_FORWARD(self, block, feat, edge_feat, dt)
+    out = ORIG_CONV_FORWARD(self, block, feat, edge_feat, dt, padding_feat)
     num_dst = out.shape[0]
     if isinstance(block, LayerTable):  # the model's dense tables
         empty, dst_ts = ~block.mask.any(dim=1), block.src_ts[:num_dst]
@@ -146,7 +147,9 @@ class DyGLibLayer(nn.Module):
             reset_attention((self.fc_q, self.fc_k, self.fc_v, self.fc_o), (self.fc1, self.fc2))
             nn.init.zeros_(self.fc_o.bias)
 
-    def forward(self, block, feat, edge_feat=None, dt=None):
+    def forward(self, block, feat, edge_feat=None, dt=None, padding_feat=None):
+        if padding_feat is not None:
+            raise SystemExit("--layer dyglib pads nothing: use it without --empty pad-deep")
         if isinstance(block, LayerTable):  # edge_feat then comes per table slot
             mask = block.mask
             block = block_from_table(block)
@@ -188,8 +191,9 @@ class DyGLibLayer(nn.Module):
 
 
 # ------------------------------------------------------------------------------ the runner
-ABLATION_KEYS = ("time_enc", "empty", "layer", "attn_dim", "attn_norm", "merge_drop", "merge_h",
-                 "neg", "loss", "lr", "dropout", "init", "hidden_dim", "time_dim", "eval_neg")
+ABLATION_KEYS = ("time_enc", "empty", "layer", "attn_dim", "attn_norm", "attn_res", "merge_drop",
+                 "merge_h", "neg", "loss", "lr", "dropout", "init", "hidden_dim", "time_dim",
+                 "eval_neg")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -199,7 +203,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None,
                    help="dataset folder (default: tbdfs_dgl.data.default_data_dir(), i.e. "
                         "$TBDFS_DATA_DIR, else ../shared/data)")
-    p.add_argument("--alpha", default="1,0.5")
+    p.add_argument("--alpha", default="1,0.5", help="comma list of alphas (or learn)")
     p.add_argument("--fanouts", default="20,20")
     p.add_argument("--strategy", default="recent")
     p.add_argument("--batch-size", type=int, default=200)
@@ -216,13 +220,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     # The defaults below are release 0.1's model and protocol ("ours as it is" in the
     # doc); the library's defaults are now --time-enc cos-phase --neg active.
     p.add_argument("--time-enc", dest="time_enc", default="ours",
-                   choices=["ours", "unscaled", "cos-phase"],
-                   help="time_encoding cos_sin (release 0.1), cos_sin_unscaled, cos_phase")
-    p.add_argument("--empty", default="none", choices=["none", "pad", "pad-raw"],
+                   choices=["ours", "unscaled", "cos-phase", "dyglib-f32"],
+                   help="time_encoding cos_sin (release 0.1), cos_sin_unscaled, cos_phase; "
+                        "dyglib-f32: cos_phase computed as DyGLib computes it, "
+                        "cos(w·Δt + b) in float32 (phases rounded, not reduced exactly)")
+    p.add_argument("--empty", default="none", choices=["none", "pad", "pad-raw", "pad-deep"],
                    help="pad: empty neighbourhoods attend over DyGLib's time-0 padding "
                         "(TBDFSModel(empty_neighbourhood='padding')); pad-raw: the same, but "
                         "the padded attention output skips the attn_norm form's W_O and "
-                        "LayerNorm (and its merge takes TGAT's dropout place)")
+                        "LayerNorm (and its merge takes TGAT's dropout place); pad-deep: pad, "
+                        "with the padding node's own embedding in the slots above the first "
+                        "layer, TGAT's and DyGLib's recursion "
+                        "(TBDFSModel(empty_neighbourhood='padding_node'))")
     p.add_argument("--layer", default="ours",
                    choices=["ours", "dyglib"] + [f"dyglib-no{x}" for x in DyGLibLayer.PARTS])
     p.add_argument("--attn-dim", dest="attn_dim", type=int, default=0,
@@ -231,6 +240,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--attn-norm", dest="attn_norm", default="off", choices=["off", "on"],
                    help="the library's layer with W_O + LayerNorm on the attention output "
                         "(TBDFSModel(attn_norm=True))")
+    p.add_argument("--attn-res", dest="attn_res", default="off", choices=["off", "on"],
+                   help="with --attn-norm on: DyGLib's residual [h_i || Phi(0)] before the "
+                        "LayerNorm (TBDFSModel(attn_residual=True); needs --attn-dim = "
+                        "hidden_dim + time_dim)")
     p.add_argument("--merge-drop", dest="merge_drop", default="on", choices=["on", "off"],
                    help="off: no dropout on the merge FFN's hidden layer of the library's "
                         "BFS layers (DyGLib's MergeLayer has none; --attn-norm on moves it "
@@ -352,7 +365,17 @@ class Run:
 
 
 # --time-enc: the library's time-encoding forms (TBDFSModel(time_encoding=...)).
-TIME_ENCODINGS = {"ours": "cos_sin", "unscaled": "cos_sin_unscaled", "cos-phase": "cos_phase"}
+TIME_ENCODINGS = {"ours": "cos_sin", "unscaled": "cos_sin_unscaled", "cos-phase": "cos_phase",
+                  "dyglib-f32": "cos_phase"}
+
+
+def time_encode_float32(self, dt: torch.Tensor) -> torch.Tensor:
+    """``--time-enc dyglib-f32``: DyGLib's ``TimeEncoder``, ``cos(Linear(1, d)(Δt))`` with
+    Δt, the product and the cosine in float32.  A gap of 1e6 s times a frequency of 1 is
+    then rounded to 1/16 rad, an absolute time of 1e9 s to 64 s: for large gaps the high
+    frequencies are a fixed but rounded function of Δt, where the library's are exact."""
+    x = dt.to(torch.float32).unsqueeze(-1)
+    return torch.cos(x * self.weight + self.bias)
 
 
 def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
@@ -365,10 +388,14 @@ def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
                        # explicit, so that "baseline" stays TGAT's form whatever the
                        # library's defaults (--init torch-layers gives torch's init)
                        attn_dim=a.attn_dim or a.hidden_dim, attn_norm=a.attn_norm == "on",
+                       attn_residual=a.attn_res == "on",
                        attn_init="xavier",
                        # --empty pad is the library's padding; explicit, so that "baseline"
                        # stays unpadded whatever the library's default
-                       empty_neighbourhood="padding" if a.empty == "pad" else "zero")
+                       empty_neighbourhood={"pad": "padding", "pad-deep": "padding_node"}.get(
+                           a.empty, "zero"))
+    if a.time_enc == "dyglib-f32":
+        model.time_encoder.forward = types.MethodType(time_encode_float32, model.time_encoder)
     if a.merge_drop == "off" and a.attn_norm == "off":  # attn_norm has none already
         for layer in model.layers:
             layer.feat_drop = nn.Identity()
@@ -506,7 +533,7 @@ def main(argv=None) -> List[Dict[str, Any]]:
             setattr(va, k, type(cur)(v) if cur is not None else v)
         name = describe(va)
         for al in a.alpha.split(","):
-            alpha = float(al)
+            alpha = al if al == "learn" else float(al)  # 'learn': the learned gate
             print(f"[{data.name}] {name}: alpha={alpha}")
             r = run_curve(va, data, split, alpha)
             r["variant"] = name

@@ -13,10 +13,11 @@ def reference_bfs(model, batch, node_feat=None, edge_feat=None) -> List[torch.Te
     blocks = batch.blocks
     h = model._node_inputs(blocks[0].srcdata[dgl.NID], node_feat)
     hs = [h]
+    pads = model.padding_feats()
     for i, (layer, block) in enumerate(zip(model.layers, blocks)):
         x = model._edge_inputs(block.edata[dgl.EID], edge_feat)
         inputs = None if i == 0 and model.node_proj is None else h
-        h = layer(block, inputs, x, block.edata["dt"])
+        h = layer(block, inputs, x, block.edata["dt"], padding_feat=pads[i])
         hs.append(h)
     return hs
 

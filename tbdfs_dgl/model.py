@@ -34,6 +34,8 @@ DEFAULT_ATTN_INIT = "torch"
 # Checkpoints record it; those recording nothing are 'zero' (a_i = 0), the only behaviour
 # before round 10.
 DEFAULT_EMPTY_NEIGHBOURHOOD = "padding"
+#: What a BFS destination without eligible neighbours attends to (``empty_neighbourhood``).
+EMPTY_NEIGHBOURHOODS = ("zero", "padding", "padding_node")
 AGG_MODES = ("attn", "mean")
 
 #: Constructor arguments renamed in release 0.2 (old name -> new name); the old names still
@@ -136,14 +138,26 @@ class TBDFSModel(nn.Module):
     attn_init : {'xavier', 'torch'}, optional
         Initialisation of the BFS layers: TGAT's Xavier-normal or torch's defaults
         (DyGLib's).  Default: ``'torch'`` with ``attn_norm``, else ``'xavier'``.
-    empty_neighbourhood : {'zero', 'padding'}, optional
+    empty_neighbourhood : {'zero', 'padding', 'padding_node'}, optional
         What a BFS destination without eligible neighbours attends to (see
-        :class:`~tbdfs_dgl.nn.TemporalAttentionConv`): nothing (``'zero'``), or, as TGAT's
-        and DyGLib's code, padding slots at time 0, whose value encodes the destination's
-        own time (``'padding'``).  Default ``'padding'`` since round 10, which learned
-        faster on CollegeMsg and as fast on Wikipedia (``docs/learning_efficiency.md``
-        section 14); ``'zero'`` is the behaviour before.  Checkpoints record it; those
-        without it are ``'zero'``.
+        :class:`~tbdfs_dgl.nn.TemporalAttentionConv`): nothing (``'zero'``), or padding
+        slots at time 0, whose value encodes the destination's own time: with zero node
+        input (``'padding'``), or, exactly as TGAT's and DyGLib's code, with the padding
+        node's own embedding one layer down (``'padding_node'``: their padding node 0 is
+        embedded by the same recursion as any node, :meth:`~tbdfs_dgl.nn.
+        TemporalAttentionConv.padding_output`; in the first layer its input is what a node
+        with zero features gets, ``node_proj(0)``, or zero without node inputs).  Default
+        ``'padding'`` since round 10, which learned faster on CollegeMsg and as fast on
+        Wikipedia (``docs/learning_efficiency.md`` section 14); ``'zero'`` is the behaviour
+        before.  ``'padding_node'`` learns faster still in the first steps and a little
+        less over whole epochs (section 15).  Checkpoints record it; those without it are
+        ``'zero'``.
+    attn_residual : bool, optional
+        With ``attn_norm``, BFS layers also add DyGLib's residual (their query input
+        ``[h_i ‖ Φ(0)]``) before the LayerNorm: DyGLib's attention layer whole.  Needs
+        ``attn_dim == hidden_dim + time_dim`` (the default width with ``attn_norm``).
+        Default ``False`` (``docs/learning_efficiency.md`` section 15 measures it).
+        Checkpoints record it when set.
     """
 
     #: Deprecated attribute names (release 0.1), forwarding with a warning.
@@ -173,6 +187,7 @@ class TBDFSModel(nn.Module):
         attn_norm: bool = DEFAULT_ATTN_NORM,
         attn_init: Optional[str] = None,
         empty_neighbourhood: str = DEFAULT_EMPTY_NEIGHBOURHOOD,
+        attn_residual: bool = False,
     ) -> None:
         super().__init__()
         _check_dim("node_dim", node_dim, 0)
@@ -193,7 +208,10 @@ class TBDFSModel(nn.Module):
         if hidden_dim % num_heads:
             raise ValueError(f"hidden_dim ({hidden_dim}) must be a multiple of num_heads "
                              f"({num_heads})")
-        # attn_dim, attn_norm and empty_neighbourhood are checked by TemporalAttentionConv.
+        # attn_dim, attn_norm and attn_residual are checked by TemporalAttentionConv.
+        if empty_neighbourhood not in EMPTY_NEIGHBOURHOODS:
+            raise ValueError(f"empty_neighbourhood must be one of {EMPTY_NEIGHBOURHOODS}, "
+                             f"got {empty_neighbourhood!r}")
         if attn_dim is None:
             attn_dim = hidden_dim
             if attn_norm is True and use_time:
@@ -250,11 +268,15 @@ class TBDFSModel(nn.Module):
                                   feat_drop=dropout, attn_drop=dropout,
                                   time_encoder=self.time_encoder, attn_dim=attn_dim,
                                   attn_norm=attn_norm, init=attn_init,
-                                  empty_neighbourhood=empty_neighbourhood)
+                                  # the layers pad; padding_node only adds their input
+                                  empty_neighbourhood=("zero" if empty_neighbourhood == "zero"
+                                                       else "padding"),
+                                  attn_residual=attn_residual)
             for _ in range(num_layers))
         self.attn_dim = self.layers[0].attn_dim
         self.attn_norm = self.layers[0].attn_norm
-        self.empty_neighbourhood = self.layers[0].empty_neighbourhood
+        self.empty_neighbourhood = empty_neighbourhood
+        self.attn_residual = self.layers[0].attn_residual
         if self.uses_dfs:
             self.path_encoder = PathEncoder(hidden_dim, hidden_dim, num_heads,
                                             edge_dim=edge_dim, within_path_agg=within_path_agg,
@@ -418,15 +440,33 @@ class TBDFSModel(nn.Module):
         # instead of a per-instance tensor.
         h = h0
         hs = [h]
+        pads = self.padding_feats()
         for i, (conv, table, x) in enumerate(zip(self.layers, layers, xs)):
             # Featureless graphs: h^(0) = 0, and the first layer skips its node terms.
             inputs = None if i == 0 and self.node_proj is None else h
-            h = conv(table, inputs, x, table.dt)
+            h = conv(table, inputs, x, table.dt, padding_feat=pads[i])
             hs.append(h)
         if h.shape[0] != batch.num_roots:
             raise ValueError(f"layers[-1] has {h.shape[0]} destination instances for "
                              f"{batch.num_roots} roots")
         return hs
+
+    def padding_feats(self) -> List[Optional[torch.Tensor]]:
+        """Per BFS layer, the node input of its padding slots: the padding node's embedding
+        one layer down with ``empty_neighbourhood='padding_node'`` (``[1, hidden_dim]``,
+        recomputed on every call so that gradients reach it), else ``None`` (zero)."""
+        if self.empty_neighbourhood != "padding_node":
+            return [None] * self.num_layers
+        h = None
+        if self.node_proj is not None:  # a node with zero features (and no embedding row)
+            w = self.node_proj.weight
+            h = self.node_proj(w.new_zeros(1, w.shape[1]))
+        pads = []
+        for i, conv in enumerate(self.layers):
+            pads.append(h)
+            if i + 1 < self.num_layers:
+                h = conv.padding_output(h)
+        return pads
 
     @renamed_kwargs(FEAT_RENAMES)
     def dfs(self, batch: "TemporalBatch", hs: List[torch.Tensor],

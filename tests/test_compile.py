@@ -37,7 +37,9 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
                                 {"within_path_agg": "mean", "across_paths_agg": "mean"},
                                 {"use_time": False}, {"time_encoding": "cos_sin"},
                                 {"attn_norm": True, "attn_dim": 16},
-                                {"empty_neighbourhood": "padding"}])
+                                {"attn_norm": True, "attn_residual": True},
+                                {"empty_neighbourhood": "padding"},
+                                {"empty_neighbourhood": "padding_node"}])
 @pytest.mark.parametrize("fanouts", [(3, 2), (2,)])
 def test_model_compiles_in_one_graph(kw, fanouts):
     print(f"seed {SEED}")

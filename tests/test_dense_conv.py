@@ -162,14 +162,16 @@ def test_dense_matches_dgl_on_sampler_blocks(num_heads, edge_dim, give_edge_feat
 
 @pytest.mark.parametrize("edge_dim", [0, 3])
 @pytest.mark.parametrize("featureless", [False, True])
-def test_dense_matches_dgl_with_normed_wide_attention(edge_dim, featureless):
+@pytest.mark.parametrize("residual", [False, True])
+def test_dense_matches_dgl_with_normed_wide_attention(edge_dim, featureless, residual):
     seed_all(0)
     gen = torch.Generator().manual_seed(2)
     k = 5
     block = sampler_block(17, k, gen)  # destination 0 has no in-edges
     table = table_from_block(block, fanout=k)
+    # The residual [h_i || Φ(0)] needs attn_dim = 6 + 8.
     conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=edge_dim, time_dim=8,
-                                 attn_dim=14, attn_norm=True).double()
+                                 attn_dim=14, attn_norm=True, attn_residual=residual).double()
     with torch.no_grad():
         conv.attn_layer_norm.weight.uniform_(0.5, 1.5)
         conv.fc_o.bias.uniform_(-0.5, 0.5)
@@ -181,9 +183,9 @@ def test_dense_matches_dgl_with_normed_wide_attention(edge_dim, featureless):
         assert results[1][1][n].abs().sum() > 0, n
 
 
-@pytest.mark.parametrize("attn_norm", [False, True])
+@pytest.mark.parametrize("attn_norm,residual", [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("featureless", [False, True])
-def test_dense_matches_dgl_with_padded_empty_neighbourhoods(attn_norm, featureless):
+def test_dense_matches_dgl_with_padded_empty_neighbourhoods(attn_norm, residual, featureless):
     """empty_neighbourhood='padding' on both paths: the table reads the destinations' times
     from src_ts, the graph from dstdata['ts'] (Unix-seconds magnitudes here)."""
     seed_all(0)
@@ -194,14 +196,14 @@ def test_dense_matches_dgl_with_padded_empty_neighbourhoods(attn_norm, featurele
     block.dstdata["ts"] = block.srcdata["ts"][:block.num_dst_nodes()]
     table = table_from_block(block, fanout=k)
     assert not table.mask[0].any() and torch.equal(table.src_ts, block.srcdata["ts"])
-    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=3, time_dim=8, attn_norm=attn_norm,
-                                 empty_neighbourhood="padding").double()
+    form = dict(attn_norm=attn_norm, attn_residual=residual, attn_dim=14 if residual else None)
+    conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=3, time_dim=8,
+                                 empty_neighbourhood="padding", **form).double()
     feat = None if featureless else torch.randn(block.num_src_nodes(), 6, dtype=torch.float64)
     x = torch.randn(block.num_edges(), 3, dtype=torch.float64)
     results = run_both(conv, block, table, feat, x, slot_edge_ids(block, table), torch.float64)
     compare(results)
-    zero = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=3, time_dim=8, attn_norm=attn_norm
-                                 ).double()
+    zero = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=3, time_dim=8, **form).double()
     zero.load_state_dict(conv.state_dict())
     plain = zero(table, feat, x[slot_edge_ids(block, table)])
     padded = results[1][0]

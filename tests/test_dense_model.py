@@ -40,6 +40,13 @@ VARIANTS = [
     {"empty_neighbourhood": "padding"},
     {"attn_norm": True, "attn_dim": None, "attn_init": None, "empty_neighbourhood": "padding"},
     {"node_dim": 0, "edge_dim": 0, "empty_neighbourhood": "padding", "alpha": 1.0},
+    {"attn_norm": True, "attn_dim": None, "attn_init": None, "empty_neighbourhood": "padding",
+     "attn_residual": True},
+    {"node_dim": 0, "edge_dim": 0, "attn_norm": True, "attn_residual": True, "alpha": 1.0},
+    {"attn_norm": True, "attn_dim": None, "attn_init": None,
+     "empty_neighbourhood": "padding_node"},
+    {"node_dim": 0, "edge_dim": 0, "empty_neighbourhood": "padding_node", "alpha": 1.0},
+    {"empty_neighbourhood": "padding_node", "use_time": False},
 ]
 
 

@@ -281,11 +281,33 @@ def test_empty_neighbourhood_is_recorded(tmp_path):
 
     kwargs = dict(node_dim=0, edge_dim=0, time_dim=8, hidden_dim=8)
     path = str(tmp_path / "m.pt")
-    for value in ("zero", "padding"):  # whichever is today's default
+    for value in ("zero", "padding", "padding_node"):  # whichever is today's default
         model = TBDFSModel(**kwargs, empty_neighbourhood=value)
         save_checkpoint(path, model, kwargs)  # recorded even when not passed
         again, _ = load_checkpoint(path)
-        assert [c.empty_neighbourhood for c in again.layers] == [value, value]
+        assert again.empty_neighbourhood == value
+        layer_value = "zero" if value == "zero" else "padding"  # the layers pad either way
+        assert [c.empty_neighbourhood for c in again.layers] == [layer_value, layer_value]
+
+
+def test_attention_residual_is_recorded_when_set(tmp_path):
+    """The residual adds no parameter either; it is recorded only when set, so that a
+    version without the option still loads the checkpoints that do not use it."""
+    import tbdfs_dgl.linkpred.checkpoints as ckpt
+    from tbdfs_dgl import TBDFSModel
+
+    kwargs = dict(node_dim=0, edge_dim=0, time_dim=8, hidden_dim=8)
+    path = str(tmp_path / "m.pt")
+    torch.manual_seed(0)
+    model = TBDFSModel(**kwargs, attn_residual=True)
+    save_checkpoint(path, model, kwargs)
+    again, _ = load_checkpoint(path)
+    assert again.attn_residual and all(c.attn_residual for c in again.layers)
+    assert ckpt._read_checkpoint(path, "cpu")["model_kwargs"]["attn_residual"] is True
+    save_checkpoint(path, TBDFSModel(**kwargs), kwargs)
+    assert "attn_residual" not in ckpt._read_checkpoint(path, "cpu")["model_kwargs"]
+    plain, _ = load_checkpoint(path)
+    assert not plain.attn_residual
 
 
 class _TailTrainer(LinkPredictionTrainer):

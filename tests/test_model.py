@@ -298,7 +298,8 @@ def test_constructor_and_input_validation():
            dict(num_layers=0), dict(dropout=1.0), dict(node_embedding_dim=3),
            dict(node_embedding_dim=3, num_nodes=0), dict(attn_dim=5, num_heads=2),
            dict(attn_dim=0), dict(attn_norm=1), dict(attn_init="normal"),
-           dict(empty_neighbourhood="pad")]
+           dict(empty_neighbourhood="pad"), dict(attn_residual=True, attn_norm=False),
+           dict(attn_residual=True, attn_dim=6)]
     for b in bad:
         with pytest.raises(ValueError):
             TBDFSModel(**{**good, **b})
@@ -405,3 +406,42 @@ def test_seed_everything_makes_initialisation_repeatable():
     for bad in (-1, 1.5, "3", True):
         with pytest.raises(ValueError, match="seed"):
             seed_everything(bad)
+
+
+def test_padding_node_embeds_the_padding_node_recursively():
+    """empty_neighbourhood='padding_node': as in TGAT's and DyGLib's recursion, the second
+    layer's padding slots carry the first layer's output for the padding node (time 0, no
+    history), where 'padding' leaves them zero."""
+    from tbdfs_dgl import TemporalGraph, TemporalSampler
+
+    torch.manual_seed(0)
+    model = TBDFSModel(0, 0, 8, 12, alpha=1.0, dropout=0.0,
+                       empty_neighbourhood="padding_node").eval()
+    plain = TBDFSModel(0, 0, 8, 12, alpha=1.0, dropout=0.0, empty_neighbourhood="padding")
+    plain.load_state_dict(model.state_dict())  # the option adds no parameter
+    g = TemporalGraph(np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([10.0, 20.0, 30.0]),
+                      num_nodes=4)
+    # Root 0: node 3 never interacts (no history); root 1: node 1 at time 25 has some.
+    batch = TemporalSampler(g, [2, 2], seed=0, num_threads=1).sample(
+        np.array([3, 1]), np.array([40.0, 25.0]))
+    out, out_plain = model(batch), plain(batch).detach()
+    first, second = model.layers
+
+    def alone(t: float):
+        block = dgl.create_block((torch.tensor([], dtype=torch.int64),
+                                  torch.tensor([], dtype=torch.int64)),
+                                 num_src_nodes=1, num_dst_nodes=1)
+        block.edata["dt"] = torch.zeros(0, dtype=torch.float64)
+        block.dstdata["ts"] = torch.tensor([t], dtype=torch.float64)
+        return block
+
+    with torch.no_grad():
+        h1 = first(alone(40.0), None)  # the root's own first-layer instance, also empty
+        pad1 = first.padding_output()
+        expected = second(alone(40.0), h1, padding_feat=pad1)
+        assert torch.allclose(out[0:1], expected, atol=1e-6)
+        assert torch.allclose(out_plain[0:1], second(alone(40.0), h1), atol=1e-6)
+    assert (out[0] - out_plain[0]).abs().max() > 1e-4
+    # Root 1 has history in the second layer: only first-layer padding (zero input in both
+    # forms) reaches it.
+    assert torch.allclose(out[1], out_plain[1], atol=1e-6)

@@ -327,3 +327,6 @@ def test_train_wikipedia_attention_form_flags():
     assert model.layers[0].fc_o is not None
     kw = script.model_kwargs(script.parse_args(["--no-attn-norm"]), ds, 1.0)
     assert kw["attn_norm"] is False
+    assert "attn_residual" not in script.model_kwargs(script.parse_args([]), ds, 1.0)
+    kw = script.model_kwargs(script.parse_args(["--attn-residual"]), ds, 1.0)
+    assert kw["attn_residual"] is True and TBDFSModel(**kw).attn_residual

@@ -27,8 +27,9 @@ def ref_attention(weight_q, weight_k, weight_v, q_in, kv_in, num_heads):
     return (attn.unsqueeze(-1) * v).sum(0).reshape(-1)
 
 
-def ref_conv(conv, block, h, edge_feat, dt):
-    """TGAT layer computed destination by destination from the concatenated inputs."""
+def ref_conv(conv, block, h, edge_feat, dt, padding_feat=None):
+    """TGAT layer computed destination by destination from the concatenated inputs
+    (``padding_feat``: the padding slots' node input, zero if ``None``)."""
     src, dst = block.edges()
     num_dst = block.num_dst_nodes()
     T = conv._time_dim  # 0 without time: the layer then has no time columns
@@ -41,7 +42,9 @@ def ref_conv(conv, block, h, edge_feat, dt):
             # TGAT's and DyGLib's code: padding slots (node 0 with zero inputs) at time 0,
             # all masked, so the softmax is uniform over identical slots: one slot's value.
             t_i = block.dstdata["ts"][i:i + 1].double()
-            kv = torch.cat([torch.zeros(1, conv._in_src_dim + conv._edge_dim),
+            pad_h = (torch.zeros(1, conv._in_src_dim) if padding_feat is None
+                     else padding_feat.reshape(1, -1))
+            kv = torch.cat([pad_h, torch.zeros(1, conv._edge_dim),
                             conv.time_encoder(t_i)[:, :T]], dim=-1)
             agg = ref_attention(conv.fc_q.weight, conv.fc_k.weight, conv.fc_v.weight,
                                 torch.cat([h_i, phi0]), kv, conv._num_heads)
@@ -54,7 +57,10 @@ def ref_conv(conv, block, h, edge_feat, dt):
             agg = ref_attention(conv.fc_q.weight, conv.fc_k.weight, conv.fc_v.weight,
                                 torch.cat([h_i, phi0]), kv, conv._num_heads)
         if conv.attn_norm:  # W_O, then LayerNorm (dropout: none in these tests)
-            agg = F.layer_norm(conv.fc_o(agg), (agg.shape[0],),
+            o = conv.fc_o(agg)
+            if conv.attn_residual:  # DyGLib's residual: the query input [h_i || Φ(0)]
+                o = o + torch.cat([h_i, phi0])
+            agg = F.layer_norm(o, (agg.shape[0],),
                                conv.attn_layer_norm.weight, conv.attn_layer_norm.bias)
         hidden = F.relu(conv.fc1(torch.cat([h_i, agg])))
         outs.append(conv.fc2(hidden))
@@ -258,11 +264,14 @@ def test_conv_matches_reference(edge_dim, use_time):
     assert torch.allclose(out, ref, atol=1e-5)
 
 
-@pytest.mark.parametrize("attn_dim,attn_norm", [(None, True), (12, False), (12, True)])
-def test_conv_attention_form_matches_reference(attn_dim, attn_norm):
+@pytest.mark.parametrize("attn_dim,attn_norm,residual",
+                         [(None, True, False), (12, False, False), (12, True, False),
+                          (10, True, True)])
+def test_conv_attention_form_matches_reference(attn_dim, attn_norm, residual):
     torch.manual_seed(0)
     conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=5, time_dim=4,
-                                 attn_dim=attn_dim, attn_norm=attn_norm)
+                                 attn_dim=attn_dim, attn_norm=attn_norm,
+                                 attn_residual=residual)
     with torch.no_grad():  # away from the identity, so that the test sees them
         if attn_norm:
             conv.attn_layer_norm.weight.uniform_(0.5, 1.5)
@@ -286,15 +295,19 @@ def test_conv_attention_form_matches_reference(attn_dim, attn_norm):
     assert ("attn_layer_norm.weight" in names) == attn_norm
     if attn_norm:
         assert "attn_norm=True" in repr(conv)
+    assert conv.attn_residual == residual
+    assert ("attn_residual=True" in repr(conv)) == residual
 
 
-@pytest.mark.parametrize("attn_norm", [False, True])
+@pytest.mark.parametrize("form", ["tgat", "attn_norm", "residual"])
 @pytest.mark.parametrize("featureless", [False, True])
-def test_conv_padding_of_empty_neighbourhoods_matches_reference(attn_norm, featureless):
+def test_conv_padding_of_empty_neighbourhoods_matches_reference(form, featureless):
     """empty_neighbourhood='padding': a destination without in-edges attends over padding
     at time 0, as TGAT's and DyGLib's code do; the others are unchanged."""
     torch.manual_seed(0)
-    kw = dict(num_heads=2, edge_dim=5, time_dim=4, attn_norm=attn_norm, init="torch")
+    kw = dict(num_heads=2, edge_dim=5, time_dim=4, attn_norm=form != "tgat", init="torch")
+    if form == "residual":
+        kw.update(attn_dim=10, attn_residual=True)
     conv = TemporalAttentionConv(6, 8, empty_neighbourhood="padding", **kw)
     zero = TemporalAttentionConv(6, 8, **kw)
     zero.load_state_dict(conv.state_dict())  # the option adds no parameter
@@ -315,6 +328,70 @@ def test_conv_padding_of_empty_neighbourhoods_matches_reference(attn_norm, featu
     assert torch.equal(moved[:2], out[:2]) and (moved[2] - out[2]).abs().max() > 1e-3
     out.sum().backward()
     assert conv.fc_v.weight.grad[:, 11:].abs().sum() > 0  # Φ(t_i)'s columns of W_V
+
+
+@pytest.mark.parametrize("form", ["tgat", "attn_norm", "residual"])
+@pytest.mark.parametrize("featureless", [False, True])
+def test_conv_padding_node_input_matches_reference(form, featureless):
+    """padding_feat: the padding slots carry the padding node's embedding (TGAT's and
+    DyGLib's recursion above the first layer); padding_output is that embedding, i.e. the
+    layer's output for a destination without history at time 0 whose input is the
+    padding node's."""
+    torch.manual_seed(0)
+    kw = dict(num_heads=2, edge_dim=5, time_dim=4, attn_norm=form != "tgat", init="torch",
+              empty_neighbourhood="padding")
+    if form == "residual":
+        kw.update(attn_dim=10, attn_residual=True)
+    conv = TemporalAttentionConv(6, 8, **kw)
+    block = hand_block()  # destination 2 has no in-edge
+    block.dstdata["ts"] = torch.tensor([1.0e9, 1.0e9 + 7.5, 1.09e9], dtype=torch.float64)
+    h = torch.zeros(7, 6) if featureless else torch.randn(7, 6)
+    x = torch.randn(5, 5)
+    pad = torch.randn(1, 6, requires_grad=True)
+    out = conv(block, None if featureless else h, x, padding_feat=pad)
+    ref = ref_conv(conv, block, h, x, block.edata["dt"], padding_feat=pad)
+    assert torch.allclose(out, ref, atol=1e-5)
+    plain = conv(block, None if featureless else h, x)
+    assert torch.equal(out[:2], plain[:2]) and (out[2] - plain[2]).abs().max() > 1e-3
+    out[2].sum().backward()
+    assert pad.grad is not None and pad.grad.abs().sum() > 0
+    # The padding node's own output: a destination at time 0, no in-edge, input `pad`.
+    alone = dgl.create_block((torch.tensor([], dtype=torch.int64),
+                              torch.tensor([], dtype=torch.int64)),
+                             num_src_nodes=1, num_dst_nodes=1)
+    alone.edata["dt"] = torch.zeros(0, dtype=torch.float64)
+    alone.dstdata["ts"] = torch.zeros(1, dtype=torch.float64)
+    with torch.no_grad():
+        expected = conv(alone, pad, torch.zeros(0, 5), padding_feat=pad)
+        assert torch.allclose(conv.padding_output(pad), expected, atol=1e-6)
+        first = conv(alone, torch.zeros(1, 6), torch.zeros(0, 5))
+        assert torch.allclose(conv.padding_output(), first, atol=1e-6)
+
+
+def test_conv_padding_node_input_is_checked():
+    conv = TemporalAttentionConv(6, 8, time_dim=4, empty_neighbourhood="padding")
+    block = hand_block()
+    block.dstdata["ts"] = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"padding_feat must be \[6\] or \[1, 6\]"):
+        conv(block, torch.randn(7, 6), padding_feat=torch.zeros(2, 6))
+    with pytest.raises(TypeError, match="padding_feat must be a tensor"):
+        conv.padding_output([0.0] * 6)
+    assert conv(block, torch.randn(7, 6), padding_feat=torch.zeros(6)).shape == (3, 8)
+    zero = TemporalAttentionConv(6, 8, time_dim=4)
+    with pytest.raises(ValueError, match="needs empty_neighbourhood='padding'"):
+        zero(block, torch.randn(7, 6), padding_feat=torch.zeros(1, 6))
+    with pytest.raises(ValueError, match="needs empty_neighbourhood='padding'"):
+        zero.padding_output()
+    pair = TemporalAttentionConv((6, 5), 8, time_dim=4, empty_neighbourhood="padding")
+    with pytest.raises(ValueError, match="two input widths"):
+        pair.padding_output(torch.zeros(1, 6))
+    # Without time the padding node's input is all a padded slot carries.
+    no_time = TemporalAttentionConv(6, 8, time_encoder=TimeEncoder(4, use_time=False),
+                                    empty_neighbourhood="padding")
+    h = torch.randn(7, 6)
+    moved = no_time(hand_block(), h, padding_feat=torch.ones(1, 6))
+    still = no_time(hand_block(), h)
+    assert torch.equal(moved[:2], still[:2]) and (moved[2] - still[2]).abs().max() > 1e-4
 
 
 def test_conv_padding_needs_times_and_a_known_value():
@@ -364,6 +441,13 @@ def test_conv_attention_form_validation():
         TemporalAttentionConv(4, 8, num_heads=2, attn_norm="yes")
     with pytest.raises(ValueError, match="init"):
         TemporalAttentionConv(4, 8, num_heads=2, init="kaiming")
+    with pytest.raises(ValueError, match="attn_residual must be True or False"):
+        TemporalAttentionConv(4, 8, num_heads=2, attn_norm=True, attn_residual=1)
+    with pytest.raises(ValueError, match="needs attn_norm=True"):
+        TemporalAttentionConv(4, 8, num_heads=2, time_dim=4, attn_residual=True)
+    with pytest.raises(ValueError, match="attn_dim must be 8, got 12"):
+        TemporalAttentionConv(4, 8, num_heads=2, time_dim=4, attn_dim=12, attn_norm=True,
+                              attn_residual=True)
 
 
 def test_conv_isolated_destination_depends_on_itself_only():
@@ -408,15 +492,20 @@ def test_conv_on_dgl_blocks_and_graphs():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
-@pytest.mark.parametrize("edge_dim,use_time,attn_norm",
-                         [(0, True, False), (3, True, False), (3, False, False),
-                          (0, False, False), (3, True, True)])
-def test_conv_without_node_inputs_equals_zero_features(edge_dim, use_time, attn_norm):
+@pytest.mark.parametrize("edge_dim,use_time,attn_norm,residual",
+                         [(0, True, False, False), (3, True, False, False),
+                          (3, False, False, False), (0, False, False, False),
+                          (3, True, True, False), (3, True, True, True),
+                          (3, False, True, True)])
+def test_conv_without_node_inputs_equals_zero_features(edge_dim, use_time, attn_norm, residual):
     torch.manual_seed(0)
     dgl.seed(0)  # dgl.rand_graph draws from DGL's own RNG, not torch's
+    # The residual needs attn_dim = in_dim + time width (6 + 4, or 6 without time).
+    attn_dim = (10 if use_time else 6) if attn_norm else None
     conv = TemporalAttentionConv(6, 8, num_heads=2, edge_dim=edge_dim,
                                  time_encoder=TimeEncoder(4, use_time=use_time),
-                                 attn_dim=10 if attn_norm else None, attn_norm=attn_norm)
+                                 attn_dim=attn_dim, attn_norm=attn_norm,
+                                 attn_residual=residual)
     g = dgl.rand_graph(30, 120)
     g.edata["dt"] = torch.rand(120, dtype=torch.float64) * 1000
     block = dgl.to_block(dgl.in_subgraph(g, torch.arange(10)), torch.arange(10))

@@ -85,6 +85,9 @@ def save_checkpoint(path: str, model: torch.nn.Module, model_kwargs: Dict[str, A
     for name in ("attn_dim", "attn_norm", "empty_neighbourhood"):
         if hasattr(model, name):
             model_kwargs = dict(model_kwargs, **{name: getattr(model, name)})
+    # Recorded only when set, so that versions without the option still load the rest.
+    if getattr(model, "attn_residual", False):
+        model_kwargs = dict(model_kwargs, attn_residual=True)
     payload = {"model_kwargs": model_kwargs,
                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                "extra": extra or {}}
@@ -189,6 +192,7 @@ def load_checkpoint(path: str, map_location: Any = "cpu") -> Tuple[torch.nn.Modu
     kwargs.setdefault("attn_dim", kwargs.get("hidden_dim"))
     # Saved before round 10: empty neighbourhoods attended to nothing.
     kwargs.setdefault("empty_neighbourhood", "zero")
+    kwargs.setdefault("attn_residual", False)
     model = TBDFSModel(**kwargs)
     try:
         model.load_state_dict(payload["state_dict"])

@@ -158,6 +158,13 @@ class TemporalAttentionConv(nn.Module):
         :math:`o_i = \mathrm{LayerNorm}(b_O)`.  Default: ``False`` (TGAT: the merge reads
         :math:`a_i`).  ``docs/learning_efficiency.md`` (section 12) measures what it
         changes.
+    attn_residual : bool, optional
+        With ``attn_norm``, add DyGLib's residual, the query input, before the LayerNorm:
+        :math:`o_i = \mathrm{LayerNorm}(\mathrm{Dropout}(W_O a_i + b_O) + [h_i \|
+        \Phi(0)])` (:math:`h_i = 0` without node inputs).  Needs ``attn_norm=True`` and
+        ``attn_dim == in_dim + time_dim`` (the destinations' width), as DyGLib's layer has
+        them.  Default: ``False``.  ``docs/learning_efficiency.md`` (section 15) measures
+        it.
     init : {'xavier', 'torch'}, optional
         Initialisation of the linear maps: ``'xavier'`` (TGAT's: Xavier-normal attention
         maps, ReLU-gained Xavier-normal merge, zero biases) or ``'torch'`` (torch's
@@ -170,8 +177,10 @@ class TemporalAttentionConv(nn.Module):
         over the padding.  So :math:`a_i = W_V [0 \| 0 \| \Phi(t_i - 0)]`, which encodes
         the destination's own time :math:`t_i` (so it depends on where the graph's clock
         starts).  Needs the destinations' times: a table's ``src_ts``, or ``dstdata['ts']``
-        on a DGL graph.  Without time (``time_dim`` 0) the two are the same.  Default:
-        ``'zero'``.  ``docs/learning_efficiency.md`` (section 14) measures it.
+        on a DGL graph.  Without time (``time_dim`` 0) the two are the same.  Above the
+        first layer TGAT's and DyGLib's padding slots carry the padding node's own
+        embedding: ``forward``'s ``padding_feat`` (see :meth:`padding_output`).  Default:
+        ``'zero'``.  ``docs/learning_efficiency.md`` (sections 14 and 15) measures it.
 
     Notes
     -----
@@ -204,6 +213,7 @@ class TemporalAttentionConv(nn.Module):
         attn_norm: bool = False,
         init: str = "xavier",
         empty_neighbourhood: str = "zero",
+        attn_residual: bool = False,
     ) -> None:
         super().__init__()
         self._in_src_dim, self._in_dst_dim = _as_pair(in_dim)
@@ -214,6 +224,11 @@ class TemporalAttentionConv(nn.Module):
                                      "attn_dim")
         if not isinstance(attn_norm, bool):
             raise ValueError(f"attn_norm must be True or False, got {attn_norm!r}")
+        if not isinstance(attn_residual, bool):
+            raise ValueError(f"attn_residual must be True or False, got {attn_residual!r}")
+        if attn_residual and not attn_norm:
+            raise ValueError("attn_residual=True needs attn_norm=True: the residual is "
+                             "added before attn_norm's LayerNorm")
         if init not in INITS:
             raise ValueError(f"init must be one of {INITS}, got {init!r}")
         self._init = init
@@ -228,6 +243,12 @@ class TemporalAttentionConv(nn.Module):
         # Φ ≡ 0 without time: its weight columns would be dead, so they are not created.
         self._time_dim = self.time_encoder.effective_dim
         hd = num_heads * self._head_dim
+        if attn_residual and hd != self._in_dst_dim + self._time_dim:
+            raise ValueError(
+                f"attn_residual=True adds the query input [h_i || Phi(0)] (width in_dim + "
+                f"time_dim = {self._in_dst_dim} + {self._time_dim}) to the attention "
+                f"output: attn_dim must be {self._in_dst_dim + self._time_dim}, got {hd}")
+        self._attn_residual = attn_residual
         key_in = self._in_src_dim + edge_dim + self._time_dim
         # Query input [h_i ‖ 0 ‖ Φ(0)]: the zero edge part contributes nothing, so W_Q has
         # only the node and time columns.
@@ -254,6 +275,12 @@ class TemporalAttentionConv(nn.Module):
         """Whether the attention output passes ``W_O`` and a LayerNorm before the merge."""
         return self.fc_o is not None
 
+    @property
+    def attn_residual(self) -> bool:
+        """Whether the query input ``[h_i ‖ Φ(0)]`` is added before ``attn_norm``'s
+        LayerNorm (DyGLib's residual)."""
+        return self._attn_residual
+
     def reset_parameters(self) -> None:
         """Reinitialise the learnable parameters as ``init`` says (the LayerNorm of
         ``attn_norm`` to the identity).
@@ -277,30 +304,61 @@ class TemporalAttentionConv(nn.Module):
         return hidden if self.fc_o is not None else self.feat_drop(hidden)
 
     def _attention_output(self, agg: torch.Tensor,
-                          padding: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
-                          ) -> torch.Tensor:
+                          padding: Optional[tuple] = None,
+                          h_dst: Optional[torch.Tensor] = None,
+                          phi0: Optional[torch.Tensor] = None) -> torch.Tensor:
         """What the merge reads of the attention output ``agg`` (``[N_dst, attn_dim]``):
-        ``agg`` itself (TGAT), or ``LayerNorm(Dropout(W_O agg + b_O))`` (``attn_norm``).
-        ``padding``: ``(empty, dst_time)`` from :meth:`_padding_inputs`; the destinations
-        marked ``empty`` take the padding's attention output instead of ``agg``."""
+        ``agg`` itself (TGAT), or ``LayerNorm(Dropout(W_O agg + b_O))`` (``attn_norm``),
+        with ``attn_residual`` ``LayerNorm(Dropout(W_O agg + b_O) + [h_dst ‖ phi0])``
+        (``h_dst`` ``None``: zero node inputs; ``phi0``: ``[1, T]``, ``None`` without
+        time).  ``padding``: ``(empty, dst_time, padding_feat)`` from
+        :meth:`_padding_inputs`; the destinations marked ``empty`` take the padding's
+        attention output instead of ``agg``."""
         if padding is not None:
             agg = self._pad_empty(agg, *padding)
         if self.fc_o is None:
             return agg
-        return self.attn_layer_norm(self.feat_drop(self.fc_o(agg)))
+        o = self.feat_drop(self.fc_o(agg))
+        if self._attn_residual:
+            o = o + self._residual(o, h_dst, phi0)
+        return self.attn_layer_norm(o)
+
+    def _residual(self, o: torch.Tensor, h_dst: Optional[torch.Tensor],
+                  phi0: Optional[torch.Tensor]) -> torch.Tensor:
+        """The query input ``[h_i ‖ Φ(0)]`` in ``o``'s dtype, broadcastable to ``o``."""
+        Dd = self._in_dst_dim
+        if phi0 is None:  # no time: the residual is h_i alone (Dd == attn_dim)
+            return o.new_zeros(1, Dd) if h_dst is None else h_dst.to(o.dtype)
+        phi0 = phi0.reshape(1, -1).to(o.dtype)
+        if h_dst is None:  # zero node inputs: only Φ(0), one row for every destination
+            return F.pad(phi0, (Dd, 0))
+        return torch.cat([h_dst.to(o.dtype), phi0.expand(h_dst.shape[0], -1)], dim=-1)
 
     def _pad_empty(self, agg: torch.Tensor, empty: torch.Tensor,
-                   dst_time: torch.Tensor) -> torch.Tensor:
+                   dst_time: Optional[torch.Tensor],
+                   padding_feat: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``agg`` with the rows of ``empty`` destinations replaced by
-        ``W_V [0 ‖ 0 ‖ Φ(t_i)]``: attention over identical padding slots at time 0 (their
-        node and edge inputs zero) averages to one slot's value."""
+        ``W_V [h_pad ‖ 0 ‖ Φ(t_i)]``: attention over identical padding slots at time 0
+        (edge inputs zero, node input ``padding_feat`` ``[1, in_src]``, zero if ``None``)
+        averages to one slot's value.  ``dst_time`` may be ``None`` without time."""
         D, E, T = self._in_src_dim, self._edge_dim, self._time_dim
         w_time = self.fc_v.weight[:, D + E:D + E + T]
+        node_term = None
+        if padding_feat is not None:  # one row, the same for every padded destination
+            w_node = self.fc_v.weight[:, :D]
+            node_term = F.linear(padding_feat.to(w_node.dtype), w_node)
+        if not T:  # then only the node term (padding_feat given, else nothing to pad)
+            if node_term is None:
+                return agg
+            return torch.where(empty.unsqueeze(-1), node_term.to(agg.dtype), agg)
 
         def padding_value(t: torch.Tensor) -> torch.Tensor:
             # float64: absolute times (e.g. 1e9 s) need the exact phases Φ computes.
             phi = self.time_encoder(t.to(torch.float64))
-            return F.linear(phi.to(w_time.dtype), w_time).to(agg.dtype)
+            value = F.linear(phi.to(w_time.dtype), w_time)
+            if node_term is not None:
+                value = value + node_term
+            return value.to(agg.dtype)
 
         if agg.device.type == "cpu" and not compiling():
             # Eager on a CPU: encode only the empty rows (a fraction of them; encoding every
@@ -311,19 +369,83 @@ class TemporalAttentionConv(nn.Module):
         # (torch.compile, CUDA graphs, GPU streams).
         return torch.where(empty.unsqueeze(-1), padding_value(dst_time), agg)
 
-    def _padding_inputs(self, graph: Any, num_dst: int
-                        ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-        """``(empty, dst_time)`` for ``empty_neighbourhood='padding'`` (``None`` when it
-        changes nothing): destinations without an eligible neighbour, and their times."""
-        if self.empty_neighbourhood != "padding" or not self._time_dim:
+    def _padding_inputs(self, graph: Any, num_dst: int,
+                        padding_feat: Optional[torch.Tensor] = None) -> Optional[tuple]:
+        """``(empty, dst_time, padding_feat)`` for ``empty_neighbourhood='padding'``
+        (``None`` when it changes nothing): destinations without an eligible neighbour,
+        their times, and the padding slots' node input (checked, ``[1, in_src]``)."""
+        padding_feat = self._check_padding_feat(padding_feat)
+        if self.empty_neighbourhood != "padding":
             return None
+        if not self._time_dim and padding_feat is None:
+            return None  # the padding's value would be 0, as without it
         if isinstance(graph, LayerTable):
-            return ~graph.mask.any(dim=1), graph.src_ts[:num_dst]
-        if "ts" not in graph.dstdata:
+            return ~graph.mask.any(dim=1), graph.src_ts[:num_dst], padding_feat
+        if self._time_dim and "ts" not in graph.dstdata:
             raise ValueError("empty_neighbourhood='padding' needs the destinations' times: "
                              "give the DGL graph dstdata['ts'] (TemporalBatch's blocks "
                              "carry them)")
-        return graph.in_degrees() == 0, graph.dstdata["ts"]
+        dst_time = graph.dstdata["ts"] if self._time_dim else None
+        return graph.in_degrees() == 0, dst_time, padding_feat
+
+    def _check_padding_feat(self, padding_feat: Optional[torch.Tensor]
+                            ) -> Optional[torch.Tensor]:
+        """``padding_feat`` as ``[1, in_src]`` (a clear error for anything else)."""
+        if padding_feat is None:
+            return None
+        if self.empty_neighbourhood != "padding":
+            raise ValueError("padding_feat is the padding slots' node input: it needs "
+                             "empty_neighbourhood='padding'")
+        if not isinstance(padding_feat, torch.Tensor):
+            raise TypeError(f"padding_feat must be a tensor, got {type(padding_feat).__name__}")
+        if padding_feat.dim() == 1:
+            padding_feat = padding_feat.unsqueeze(0)
+        if tuple(padding_feat.shape) != (1, self._in_src_dim):
+            raise ValueError(f"padding_feat must be [{self._in_src_dim}] or [1, "
+                             f"{self._in_src_dim}] (one row of the layer's source width), "
+                             f"got {list(padding_feat.shape)}")
+        return padding_feat
+
+    def padding_output(self, padding_feat: Optional[torch.Tensor] = None) -> torch.Tensor:
+        r"""The layer's output for TGAT's and DyGLib's padding node at time 0: a node
+        without history, whose own (padding) neighbours carry ``padding_feat`` and whose
+        input is ``padding_feat`` too (``None``: zero, a first layer).
+
+        In TGAT's and DyGLib's code the padding node 0 is embedded by the same recursion
+        as any node, so above the first layer a padding slot's node input is this output of
+        the layer below, not zero.  :class:`~tbdfs_dgl.TBDFSModel`
+        (``empty_neighbourhood='padding_node'``) feeds it to the next layer as its
+        ``padding_feat``.
+
+        Parameters
+        ----------
+        padding_feat : torch.Tensor, optional
+            ``[1, in_dim]``: the padding node's input (its embedding one layer down).
+
+        Returns
+        -------
+        torch.Tensor
+            ``[1, out_dim]``.
+        """
+        padding_feat = self._check_padding_feat(padding_feat)
+        if self.empty_neighbourhood != "padding":
+            raise ValueError("padding_output is the padding node's embedding: it needs "
+                             "empty_neighbourhood='padding'")
+        Dd, T = self._in_dst_dim, self._time_dim
+        if padding_feat is not None and Dd != self._in_src_dim:
+            raise ValueError(f"padding_output: the padding node's input is both a source "
+                             f"({self._in_src_dim} wide) and a destination ({Dd} wide) row; "
+                             "a layer with two input widths has no such node")
+        w = self.fc_v.weight
+        zero_time = torch.zeros(1, dtype=torch.float64, device=w.device)
+        phi0 = self.time_encoder(zero_time).to(w.dtype) if T else None
+        agg = self._pad_empty(w.new_zeros(1, w.shape[0]),
+                              torch.ones(1, dtype=torch.bool, device=w.device), zero_time,
+                              padding_feat)
+        h_dst = padding_feat if padding_feat is not None else w.new_zeros(1, Dd)
+        o = self._attention_output(agg, None, h_dst, phi0)
+        hidden = F.relu(self.fc1(torch.cat([h_dst.to(o.dtype), o], dim=-1)))
+        return self.fc2(self._merge_hidden_drop(hidden))
 
     def forward(
         self,
@@ -331,6 +453,7 @@ class TemporalAttentionConv(nn.Module):
         feat: Feat,
         edge_feat: Optional[torch.Tensor] = None,
         dt: Optional[torch.Tensor] = None,
+        padding_feat: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         r"""Compute the layer on a dense layer table or on a DGL block (or any graph).
 
@@ -353,6 +476,10 @@ class TemporalAttentionConv(nn.Module):
             Time gaps (destination time minus edge time): ``[N_dst, k]`` on a table
             (default ``graph.dt``; masked slots are ignored), ``[E]`` on a graph (default
             ``graph.edata['dt']``).
+        padding_feat : torch.Tensor, optional
+            With ``empty_neighbourhood='padding'``: the padding slots' node input, ``[1,
+            in_src]`` (TGAT's and DyGLib's padding node embedded one layer down,
+            :meth:`padding_output` of the layer below).  ``None``: zero (a first layer).
 
         Returns
         -------
@@ -360,12 +487,12 @@ class TemporalAttentionConv(nn.Module):
             ``[N_dst, out_dim]``.
         """
         if isinstance(graph, LayerTable):
-            return self._forward_table(graph, feat, edge_feat, dt)
+            return self._forward_table(graph, feat, edge_feat, dt, padding_feat)
         if isinstance(feat, NodeRows):
             feat = feat.gather()
         if feat is None:
-            return self._forward_without_node_inputs(graph, edge_feat, dt)
-        return self._forward_graph(graph, feat, edge_feat, dt)
+            return self._forward_without_node_inputs(graph, edge_feat, dt, padding_feat)
+        return self._forward_graph(graph, feat, edge_feat, dt, padding_feat)
 
     # ------------------------------------------------------------------ dense table path
     def _table_parts(self, edge_feat: Optional[torch.Tensor], dt: torch.Tensor,
@@ -405,7 +532,8 @@ class TemporalAttentionConv(nn.Module):
         return out
 
     def _forward_table(self, table: LayerTable, feat: Feat, edge_feat: Optional[torch.Tensor],
-                       dt: Optional[torch.Tensor]) -> torch.Tensor:
+                       dt: Optional[torch.Tensor],
+                       padding_feat: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``forward`` on a dense table: batched products over ``[N_dst, k, ·]`` slots.
 
         The per-slot inputs (neighbour features, edge features, ``Φ(dt)``) stay separate
@@ -450,7 +578,8 @@ class TemporalAttentionConv(nn.Module):
                 attn = self.attn_drop(_slot_softmax(score, mask, scale))
                 agg = self._pulled_back_average(parts, attn, wv)
             o = self._attention_output(agg.reshape(num_dst, -1),
-                                       self._padding_inputs(table, num_dst))
+                                       self._padding_inputs(table, num_dst, padding_feat),
+                                       None, phi0)
             hidden = F.relu(F.linear(o, w1, self.fc1.bias))
             return self.fc2(self._merge_hidden_drop(hidden))
 
@@ -478,14 +607,15 @@ class TemporalAttentionConv(nn.Module):
         attn = self.attn_drop(_slot_softmax(score, mask, scale))
         agg = self._pulled_back_average(parts, attn, wv)
         o = self._attention_output(agg.reshape(num_dst, -1),
-                                   self._padding_inputs(table, num_dst))
+                                   self._padding_inputs(table, num_dst, padding_feat),
+                                   h_dst, phi0)
         hidden = F.relu(self.fc1(torch.cat([h_dst, o], dim=-1)))
         return self.fc2(self._merge_hidden_drop(hidden))
 
     # ------------------------------------------------------------------------ DGL path
     def _forward_graph(self, block, feat: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
-                       edge_feat: Optional[torch.Tensor],
-                       dt: Optional[torch.Tensor]) -> torch.Tensor:
+                       edge_feat: Optional[torch.Tensor], dt: Optional[torch.Tensor],
+                       padding_feat: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``forward`` on a DGL graph with node features (SDDMM/SpMM message passing)."""
         require_dgl("TemporalAttentionConv on a DGL graph")
         import dgl.function as fn
@@ -503,6 +633,7 @@ class TemporalAttentionConv(nn.Module):
 
             # Query, then pulled back to key-input space: q~ = W_K^T q / sqrt(dk).
             q = F.linear(h_dst, self.fc_q.weight[:, : self._in_dst_dim])
+            phi0 = None
             if T:
                 phi0 = self.time_encoder(dt.new_zeros(1))
                 phi0 = phi0.to(torch.promote_types(phi0.dtype, q.dtype))
@@ -540,7 +671,8 @@ class TemporalAttentionConv(nn.Module):
                 agg = agg + torch.einsum("nhw,hdw->nhd", edge_graph.dstdata["zw"],
                                          wv[..., z_col])
             o = self._attention_output(agg.reshape(num_dst, -1),
-                                       self._padding_inputs(block, num_dst))
+                                       self._padding_inputs(block, num_dst, padding_feat),
+                                       h_dst, phi0)
             hidden = F.relu(self.fc1(torch.cat([h_dst, o], dim=-1)))
             return self.fc2(self._merge_hidden_drop(hidden))
 
@@ -564,7 +696,9 @@ class TemporalAttentionConv(nn.Module):
         return z_parts, slice(z_start, D + E + T)
 
     def _forward_without_node_inputs(self, block, edge_feat: Optional[torch.Tensor],
-                                     dt: Optional[torch.Tensor]) -> torch.Tensor:
+                                     dt: Optional[torch.Tensor],
+                                     padding_feat: Optional[torch.Tensor] = None
+                                     ) -> torch.Tensor:
         r"""``forward`` on a DGL graph with all-zero node features.
 
         Every destination then has the same query (from :math:`\Phi(0)` alone), so the
@@ -583,13 +717,15 @@ class TemporalAttentionConv(nn.Module):
             H, dk, T = self._num_heads, self._head_dim, self._time_dim
             w1 = self.fc1.weight[:, self._in_dst_dim:]
             z_parts, z_col = self._edge_inputs(edge_feat, dt, w1.dtype)
+            phi0 = None
+            if T:
+                phi0 = self.time_encoder(dt.new_zeros(1))
+                phi0 = phi0.to(torch.promote_types(phi0.dtype, w1.dtype))
             if not z_parts:  # no input at all: a_i = 0 for every destination
                 agg = w1.new_zeros(num_dst, H * dk)
             else:
                 z = torch.cat(z_parts, dim=-1)
                 if T:
-                    phi0 = self.time_encoder(dt.new_zeros(1))
-                    phi0 = phi0.to(torch.promote_types(phi0.dtype, w1.dtype))
                     q = F.linear(phi0, self.fc_q.weight[:, self._in_dst_dim:])
                     wk = self.fc_k.weight.view(H, dk, -1)[..., z_col]
                     q_pull = torch.einsum("hd,hdw->hw", q.view(H, dk), wk) / math.sqrt(dk)
@@ -604,7 +740,8 @@ class TemporalAttentionConv(nn.Module):
                 wv = self.fc_v.weight.view(H, dk, -1)[..., z_col]
                 agg = torch.einsum("nhw,hdw->nhd", edge_graph.dstdata["zw"], wv)
             o = self._attention_output(agg.reshape(num_dst, -1),
-                                       self._padding_inputs(block, num_dst))
+                                       self._padding_inputs(block, num_dst, padding_feat),
+                                       None, phi0)
             hidden = F.relu(F.linear(o, w1, self.fc1.bias))
             return self.fc2(self._merge_hidden_drop(hidden))
 
@@ -614,6 +751,7 @@ class TemporalAttentionConv(nn.Module):
                 f"time_dim={self._time_dim}"
                 + (f", attn_dim={self.attn_dim}" if self.attn_dim != self._out_dim else "")
                 + (", attn_norm=True" if self.attn_norm else "")
+                + (", attn_residual=True" if self.attn_residual else "")
                 + (f", init={self._init!r}" if self._init != "xavier" else "")
                 + (f", empty_neighbourhood={self.empty_neighbourhood!r}"
                    if self.empty_neighbourhood != "zero" else ""))
