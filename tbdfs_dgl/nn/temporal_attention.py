@@ -303,6 +303,15 @@ class TemporalAttentionConv(nn.Module):
         ``attn_norm`` it acts on ``W_O``'s output instead (DyGLib's places)."""
         return hidden if self.fc_o is not None else self.feat_drop(hidden)
 
+    def _merge(self, h_dst: Optional[torch.Tensor], o: torch.Tensor) -> torch.Tensor:
+        """The merge FFN ``fc2(ReLU(fc1([h_i ‖ o])))`` (``h_dst`` ``None``: zero node
+        inputs, whose ``fc1`` columns are skipped)."""
+        if h_dst is None:
+            hidden = F.relu(F.linear(o, self.fc1.weight[:, self._in_dst_dim:], self.fc1.bias))
+        else:
+            hidden = F.relu(self.fc1(torch.cat([h_dst, o], dim=-1)))
+        return self.fc2(self._merge_hidden_drop(hidden))
+
     def _attention_output(self, agg: torch.Tensor,
                           padding: Optional[tuple] = None,
                           h_dst: Optional[torch.Tensor] = None,
@@ -442,10 +451,8 @@ class TemporalAttentionConv(nn.Module):
         agg = self._pad_empty(w.new_zeros(1, w.shape[0]),
                               torch.ones(1, dtype=torch.bool, device=w.device), zero_time,
                               padding_feat)
-        h_dst = padding_feat if padding_feat is not None else w.new_zeros(1, Dd)
-        o = self._attention_output(agg, None, h_dst, phi0)
-        hidden = F.relu(self.fc1(torch.cat([h_dst.to(o.dtype), o], dim=-1)))
-        return self.fc2(self._merge_hidden_drop(hidden))
+        # Its input is padding_feat (None: zero, as a featureless first layer's).
+        return self._merge(padding_feat, self._attention_output(agg, None, padding_feat, phi0))
 
     def forward(
         self,
@@ -580,8 +587,7 @@ class TemporalAttentionConv(nn.Module):
             o = self._attention_output(agg.reshape(num_dst, -1),
                                        self._padding_inputs(table, num_dst, padding_feat),
                                        None, phi0)
-            hidden = F.relu(F.linear(o, w1, self.fc1.bias))
-            return self.fc2(self._merge_hidden_drop(hidden))
+            return self._merge(None, o)
 
         if isinstance(feat, NodeRows):
             # Rows read straight from the node table: their gradients are summed per node,
@@ -609,8 +615,7 @@ class TemporalAttentionConv(nn.Module):
         o = self._attention_output(agg.reshape(num_dst, -1),
                                    self._padding_inputs(table, num_dst, padding_feat),
                                    h_dst, phi0)
-        hidden = F.relu(self.fc1(torch.cat([h_dst, o], dim=-1)))
-        return self.fc2(self._merge_hidden_drop(hidden))
+        return self._merge(h_dst, o)
 
     # ------------------------------------------------------------------------ DGL path
     def _forward_graph(self, block, feat: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
@@ -673,8 +678,7 @@ class TemporalAttentionConv(nn.Module):
             o = self._attention_output(agg.reshape(num_dst, -1),
                                        self._padding_inputs(block, num_dst, padding_feat),
                                        h_dst, phi0)
-            hidden = F.relu(self.fc1(torch.cat([h_dst, o], dim=-1)))
-            return self.fc2(self._merge_hidden_drop(hidden))
+            return self._merge(h_dst, o)
 
     def _edge_inputs(self, edge_feat: Optional[torch.Tensor], dt: torch.Tensor,
                      dtype: torch.dtype) -> Tuple[List[torch.Tensor], slice]:
@@ -742,8 +746,7 @@ class TemporalAttentionConv(nn.Module):
             o = self._attention_output(agg.reshape(num_dst, -1),
                                        self._padding_inputs(block, num_dst, padding_feat),
                                        None, phi0)
-            hidden = F.relu(F.linear(o, w1, self.fc1.bias))
-            return self.fc2(self._merge_hidden_drop(hidden))
+            return self._merge(None, o)
 
     def extra_repr(self) -> str:
         return (f"in_dim={self._in_src_dim}, out_dim={self._out_dim}, "
