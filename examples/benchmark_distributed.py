@@ -14,6 +14,14 @@ scaling: a global batch of ``B x N``, so the optimisation changes with N)::
     python examples/benchmark_distributed.py throughput --procs 1,4,8 --events-per-proc 200 \
         -- --max-batches 20
 
+``--independent`` runs N separate one-process trainings at once instead (no DDP, no
+communication; each rank's batch ``--events-per-proc``, or ``--batch-size``): the control
+that tells the machine's shared memory bandwidth and caches apart from DDP's all-reduce
+and waiting for the slowest rank::
+
+    python examples/benchmark_distributed.py throughput --procs 1,4,8 --independent \
+        --events-per-proc 200 -- --max-batches 20
+
 ``memory``: a graph saved once, loaded by N processes with ``mmap=True`` and with
 ``mmap=False``, each sampling a few batches; per process the resident memory of its own
 (RssAnon), of mapped files (RssFile, shared) and its proportional share (Pss)::
@@ -74,35 +82,66 @@ def throughput(args: argparse.Namespace, rest: List[str]) -> Dict[str, Any]:
                          "(events per proc x procs); do not pass --batch-size after '--'")
     runs: List[Dict[str, Any]] = []
     out_doc = {"runs": runs, "command_tail": rest, "cpu_count": os.cpu_count(),
-               "events_per_proc": args.events_per_proc}
+               "events_per_proc": args.events_per_proc, "independent": args.independent}
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=str(args.threads))
+    script = [str(ROOT / "examples" / "train_wikipedia.py"), "--no-progress"]
     for n in [int(x) for x in args.procs.split(",")]:
-        batch = [] if args.events_per_proc is None else [
-            "--batch-size", str(args.events_per_proc * n)]
-        with tempfile.TemporaryDirectory() as out:
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   f"--nproc_per_node={n}", str(ROOT / "examples" / "train_wikipedia.py"),
-                   "--no-progress", "--save-dir", out, *rest, *batch]
-            env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=str(args.threads))
-            t0 = time.perf_counter()
-            subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-            wall = time.perf_counter() - t0
-            m = json.loads((Path(out) / "metrics.json").read_text())
-        r = m["runs"][0]
-        events = r["batches_per_epoch"] * m["args"]["batch_size"]
-        runs.append({"procs": n, "events": events, "train_seconds": r["seconds_per_epoch"],
-                     "events_per_second": events / r["seconds_per_epoch"],
-                     "sampling_seconds": r["sampling_seconds_per_epoch"],
-                     "model_seconds": r["model_seconds_per_epoch"], "wall_seconds": wall,
-                     "test_ap": r["test"]["transductive"]["ap"]})
-        runs[-1]["batch_size"] = m["args"]["batch_size"]
-        print(f"{n} process(es): {runs[-1]['events_per_second']:.0f} events/s "
-              f"({events} events in {r['seconds_per_epoch']:.1f} s; whole run {wall:.0f} s)")
+        if args.independent:
+            runs.append(_independent_run(n, script, rest, args.events_per_proc, env))
+        else:
+            batch = [] if args.events_per_proc is None else [
+                "--batch-size", str(args.events_per_proc * n)]
+            with tempfile.TemporaryDirectory() as out:
+                cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                       f"--nproc_per_node={n}", *script, "--save-dir", out, *rest, *batch]
+                t0 = time.perf_counter()
+                subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+                wall = time.perf_counter() - t0
+                m = json.loads((Path(out) / "metrics.json").read_text())
+            r = m["runs"][0]
+            events = r["batches_per_epoch"] * m["args"]["batch_size"]
+            runs.append({"procs": n, "events": events, "train_seconds": r["seconds_per_epoch"],
+                         "events_per_second": events / r["seconds_per_epoch"],
+                         "sampling_seconds": r["sampling_seconds_per_epoch"],
+                         "model_seconds": r["model_seconds_per_epoch"], "wall_seconds": wall,
+                         "test_ap": r["test"]["transductive"]["ap"],
+                         "batch_size": m["args"]["batch_size"]})
+        print(f"{n} process(es){' (independent)' if args.independent else ''}: "
+              f"{runs[-1]['events_per_second']:.0f} events/s ({runs[-1]['events']} events "
+              f"in {runs[-1]['train_seconds']:.1f} s; whole run {runs[-1]['wall_seconds']:.0f} s)")
         base = runs[0]["events_per_second"] / runs[0]["procs"]
         for done in runs:
             done["fraction_of_linear"] = done["events_per_second"] / (base * done["procs"])
         if args.json:  # after every process count, so a run stopped by a time limit keeps them
             Path(args.json).write_text(json.dumps(out_doc, indent=2, default=float))
     return out_doc
+
+
+def _independent_run(n: int, script: List[str], rest: List[str], events_per_proc: Any,
+                     env: Dict[str, str]) -> Dict[str, Any]:
+    """``n`` one-process trainings started together (seeds 0..n-1, so their batches differ
+    as DDP ranks' shares do); events/s summed over them, each over its own training epoch."""
+    batch = [] if events_per_proc is None else ["--batch-size", str(events_per_proc)]
+    with tempfile.TemporaryDirectory() as tmp:
+        outs = [Path(tmp) / f"p{i}" for i in range(n)]
+        t0 = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, *script, "--save-dir", str(out), *rest,
+                                   *batch, "--seed", str(i)], env=env,
+                                  stdout=subprocess.DEVNULL)
+                 for i, out in enumerate(outs)]
+        codes = [p.wait() for p in procs]
+        wall = time.perf_counter() - t0
+        if any(codes):
+            raise SystemExit(f"error: independent training processes exited with {codes}")
+        rs = [json.loads((out / "metrics.json").read_text()) for out in outs]
+    per = [(m["runs"][0]["batches_per_epoch"] * m["args"]["batch_size"],
+            m["runs"][0]["seconds_per_epoch"]) for m in rs]
+    return {"procs": n, "events": sum(e for e, _ in per),
+            "train_seconds": max(s for _, s in per),
+            "events_per_second": sum(e / s for e, s in per),
+            "per_process_train_seconds": [s for _, s in per], "wall_seconds": wall,
+            "test_ap": [m["runs"][0]["test"]["transductive"]["ap"] for m in rs],
+            "batch_size": rs[0]["args"]["batch_size"]}
 
 
 # ---------------------------------------------------------------- memory
@@ -234,6 +273,9 @@ def main(argv: Any = None) -> None:
     t.add_argument("--events-per-proc", type=int, default=None,
                    help="weak scaling: each rank's events a batch (global batch = this x N); "
                         "default: train_wikipedia's --batch-size for every N (strong scaling)")
+    t.add_argument("--independent", action="store_true",
+                   help="N separate one-process trainings at once, no DDP (the control for "
+                        "what sharing the machine costs; batch --events-per-proc each)")
     m = sub.add_parser("memory", help="RSS of N processes sampling a mapped vs copied graph")
     m.add_argument("--procs", type=int, default=2)
     m.add_argument("--batches", type=int, default=20)

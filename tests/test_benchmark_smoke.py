@@ -160,3 +160,45 @@ def test_distributed_throughput_refuses_conflicting_batch_options(dist_bench, mo
     monkeypatch.setattr(dist_bench.subprocess, "run", _fake_torchrun([]))
     with pytest.raises(SystemExit, match=message):
         dist_bench.main(["throughput", "--procs", "1", *argv])
+
+
+class _FakePopen:
+    """Stands in for one ``subprocess.Popen`` of train_wikipedia.py: writes its metrics.json
+    at once, with a 10-batch epoch taking 2 s, or 4 s for seed 1 (a slower process)."""
+    calls = []
+
+    def __init__(self, cmd, env, stdout):
+        _FakePopen.calls.append(cmd)
+        batch = int(cmd[cmd.index("--batch-size") + 1]) if "--batch-size" in cmd else 200
+        seed = int(cmd[len(cmd) - 1 - cmd[::-1].index("--seed") + 1])
+        save = Path(cmd[cmd.index("--save-dir") + 1])
+        save.mkdir(parents=True)
+        run_doc = {"batches_per_epoch": 10, "seconds_per_epoch": 4.0 if seed == 1 else 2.0,
+                   "test": {"transductive": {"ap": 0.5 + seed / 100}}}
+        (save / "metrics.json").write_text(json.dumps({"args": {"batch_size": batch},
+                                                       "runs": [run_doc]}))
+
+    def wait(self):
+        return 0
+
+
+def test_distributed_throughput_independent_processes_sum_their_rates(dist_bench, tmp_path,
+                                                                       monkeypatch):
+    _FakePopen.calls = []
+    monkeypatch.setattr(dist_bench.subprocess, "Popen", _FakePopen)
+    monkeypatch.setattr(dist_bench.subprocess, "run", None)  # no torchrun in this mode
+    out = tmp_path / "independent.json"
+    dist_bench.main(["throughput", "--procs", "1,2", "--independent", "--events-per-proc", "50",
+                     "--json", str(out), "--", "--max-batches", "3"])
+    calls = _FakePopen.calls
+    assert len(calls) == 3 and not any("torch.distributed.run" in c for c in calls)
+    assert all(c[c.index("--batch-size") + 1] == "50" for c in calls)  # each its own batch
+    assert [c[c.index("--seed") + 1] for c in calls] == ["0", "0", "1"]
+    doc = json.loads(out.read_text())
+    assert doc["independent"] is True
+    one, two = doc["runs"]
+    assert (one["events"], two["events"]) == (500, 1000)
+    # 250 events/s alone; together 250 + 125 = 375 = 0.75 of 2 x 250
+    assert two["events_per_second"] == pytest.approx(375.0)
+    assert two["per_process_train_seconds"] == [2.0, 4.0]
+    assert two["fraction_of_linear"] == pytest.approx(0.75)

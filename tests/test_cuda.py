@@ -37,7 +37,11 @@ def exact_matmuls():
 
 @pytest.mark.parametrize("kw", [{}, {"alpha": 1.0}, {"alpha": "learn", "path_inputs": "bfs"},
                                 {"within_path_agg": "mean", "across_paths_agg": "mean"},
-                                {"use_time": False}])
+                                {"use_time": False}, {"empty_neighbourhood": "zero"},
+                                {"empty_neighbourhood": "padding_node"},
+                                {"empty_neighbourhood": "padding_node", "attn_residual": True},
+                                {"alpha": 1.0, "empty_neighbourhood": "padding_node",
+                                 "attn_residual": True}])
 def test_cuda_matches_cpu(kw):
     torch.manual_seed(0)
     model = TBDFSModel(5, 4, 8, 12, dropout=0.0, **kw).eval()
@@ -70,14 +74,22 @@ def test_padded_batch_gives_the_same_roots_on_cuda():
     assert torch.allclose(padded[: batch.num_roots], out, atol=1e-5)
 
 
-@pytest.mark.parametrize("opts", [{}, {"amp": "bf16"}, {"compile": True},
-                                  {"compile": True, "compile_mode": "reduce-overhead"}])
-def test_trainer_runs_on_cuda(opts):
+# DyGLib's layer (its residual, TGAT's embedded padding node) needs attn_dim = in + time.
+DYGLIB_LAYER = {"empty_neighbourhood": "padding_node", "attn_residual": True}
+
+
+@pytest.mark.parametrize("opts, model_kw", [
+    ({}, {}), ({"amp": "bf16"}, {}), ({"compile": True}, {}),
+    ({"compile": True, "compile_mode": "reduce-overhead"}, {}),
+    ({"amp": "bf16"}, DYGLIB_LAYER),
+    ({"compile": True, "compile_mode": "reduce-overhead"}, DYGLIB_LAYER)])
+def test_trainer_runs_on_cuda(opts, model_kw):
     torch.manual_seed(0)
     data = make_wikipedia_like(num_users=60, num_pages=15, num_events=1500, seed=0)
     cfg = TrainConfig(epochs=1, batch_size=100, max_batches=3, fanouts=(4, 4),
                       device="cuda", progress=False, **opts)
-    trainer = LinkPredictionTrainer(TBDFSModel(0, 0, 8, 8), data, cfg, log=lambda s: None)
+    trainer = LinkPredictionTrainer(TBDFSModel(0, 0, 8, 8, **model_kw), data, cfg,
+                                    log=lambda s: None)
     try:
         result = trainer.fit()
     finally:
