@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -117,7 +117,7 @@ def throughput(args: argparse.Namespace, rest: List[str]) -> Dict[str, Any]:
     return out_doc
 
 
-def _independent_run(n: int, script: List[str], rest: List[str], events_per_proc: Any,
+def _independent_run(n: int, script: List[str], rest: List[str], events_per_proc: Optional[int],
                      env: Dict[str, str]) -> Dict[str, Any]:
     """``n`` one-process trainings started together (seeds 0..n-1, so their batches differ
     as DDP ranks' shares do); events/s summed over them, each over its own training epoch."""
