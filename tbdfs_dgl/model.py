@@ -12,6 +12,7 @@ from ._deprecation import FEAT_RENAMES, deprecated_alias, renamed_kwargs
 from .explain import PathAttention, explain
 from .nn import (LinkScorer, NodeRows, PathAggregator, PathEncoder, TemporalAttentionConv,
                  TimeEncoder)
+from .nn._compile import compiling
 from .nn.time_encoder import resolve_time_encoding
 from .nn.temporal_attention import INITS
 
@@ -50,6 +51,9 @@ def _check_dim(name: str, value: object, minimum: int) -> None:
 
 def _check_feat(kind: str, feat: Optional[torch.Tensor], dim: int, rows: str) -> None:
     """``{kind}_feat`` must be ``[rows, dim]`` when ``dim > 0``, absent (or empty) otherwise."""
+    if feat is not None and not isinstance(feat, torch.Tensor):
+        raise TypeError(f"{kind}_feat must be a torch.Tensor, got {type(feat).__name__} "
+                        "(a NumPy array converts with torch.from_numpy)")
     if dim:
         if feat is None:
             raise ValueError(f"the model has {kind}_dim={dim}: pass {kind}_feat")
@@ -57,6 +61,19 @@ def _check_feat(kind: str, feat: Optional[torch.Tensor], dim: int, rows: str) ->
             raise ValueError(f"{kind}_feat must be [{rows}, {dim}], got {tuple(feat.shape)}")
     elif feat is not None and feat.numel():
         raise ValueError(f"{kind}_feat given but the model has {kind}_dim=0")
+
+
+def _check_rows(ids: torch.Tensor, rows: int, what: str, table: str) -> None:
+    """Every id in ``ids`` must index one of ``rows`` rows of ``table``, or the gather fails
+    with a bare "index out of range".  Checked on a CPU only: on a GPU the maximum would
+    wait for the device, and under ``torch.compile`` it would break the graph."""
+    if ids.device.type != "cpu" or ids.numel() == 0 or compiling():
+        return
+    top = int(ids.max())
+    if top >= rows:
+        raise ValueError(f"the batch refers to {what} {top}, but {table} has {rows} "
+                         f"row{'' if rows == 1 else 's'}: "
+                         f"pass one row per {what} of the graph the batch was sampled from")
 
 
 class TBDFSModel(nn.Module):
@@ -352,6 +369,11 @@ class TBDFSModel(nn.Module):
         _check_feat("node", node_feat, self.node_dim, "N")
         if self.node_proj is None:
             return torch.zeros(nids.shape[0], self.hidden_dim, device=device)
+        if self.node_dim:
+            _check_rows(nids, node_feat.shape[0], "node", "node_feat")
+        if self.node_embedding is not None:
+            _check_rows(nids, self.node_embedding.num_embeddings, "node",
+                        f"the node embedding (num_nodes={self.node_embedding.num_embeddings})")
         rows = node_feat.shape[0] if self.node_dim else self.node_embedding.num_embeddings
         if rows <= nids.shape[0]:
             # h^(0) depends on the node alone, and a batch holds more instances than the
@@ -390,6 +412,7 @@ class TBDFSModel(nn.Module):
         if not self.edge_dim:
             return None
         rows = eids.clamp(min=0).to(edge_feat.device)
+        _check_rows(rows, edge_feat.shape[0], "interaction", "edge_feat")
         # index_select: the row gather CPU kernels do fastest (2-4x advanced indexing).
         out = edge_feat.index_select(0, rows.reshape(-1))
         out = out.view(*rows.shape, edge_feat.shape[1])

@@ -427,6 +427,29 @@ def test_feature_tables_with_too_few_rows_are_named():
     assert g.edge_feat.shape == (2, 3)
 
 
+def test_model_feature_tables_too_short_for_the_batch_are_named():
+    """A feature table (or embedding) with fewer rows than the sampled ids need used to
+    fail inside the gather with a bare "index out of range"."""
+    from tbdfs_dgl import TBDFSModel
+
+    g = TemporalGraph([0, 1, 2, 0], [1, 2, 0, 2], [1.0, 2.0, 3.0, 3.5])
+    batch = TemporalSampler(g, [2, 2], seed=0).sample([0, 1, 2], [4.0, 4.0, 4.0])
+    torch.manual_seed(0)
+    model = TBDFSModel(node_dim=3, edge_dim=3, time_dim=4, hidden_dim=4)
+    nf, ef = torch.randn(3, 3), torch.randn(4, 3)
+    assert model(batch, nf, ef).shape == (3, 4)
+    with pytest.raises(ValueError, match="refers to node 2, but node_feat has 2 rows"):
+        model(batch, nf[:2], ef)
+    with pytest.raises(ValueError, match="refers to interaction 3, but edge_feat has 1 row:"):
+        model(batch, nf, ef[:1])
+    with pytest.raises(TypeError, match="node_feat must be a torch.Tensor, got ndarray"):
+        model(batch, nf.numpy(), ef)
+    emb = TBDFSModel(node_dim=0, edge_dim=0, time_dim=4, hidden_dim=4, num_nodes=2,
+                     node_embedding_dim=2)
+    with pytest.raises(ValueError, match=r"node embedding \(num_nodes=2\) has 2 rows"):
+        emb(batch)
+
+
 def test_quoted_numeric_first_row_is_data(tmp_path):
     from tbdfs_dgl.data import read_edge_list
 
