@@ -99,8 +99,12 @@ def index_array(x: Any, name: str, upper: Optional[int] = None,
     if a.size == 0 and a.dtype.kind == "f":
         a = a.astype(np.int64)  # np.asarray([]) is float64
     if a.dtype == np.bool_ or a.dtype.kind not in "iu":
-        raise DtypeError(f"{name} must hold integer ids, got dtype {a.dtype}; cast integer "
-                         "node ids stored as floats with .astype('int64')")
+        # The hint fits floats; ids given as strings (or objects) need a mapping first.
+        hint = ("cast integer node ids stored as floats with .astype('int64')"
+                if a.dtype.kind == "f" else
+                "map other ids (e.g. strings) to 0..n-1 first, e.g. with "
+                "np.unique(ids, return_inverse=True)")
+        raise DtypeError(f"{name} must hold integer ids, got dtype {a.dtype}; {hint}")
     if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and int(a.max()) > _INT64_MAX:
         # The cast to int64 would wrap these to negative numbers.
         i = int(np.argmax(a > _INT64_MAX))

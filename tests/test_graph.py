@@ -151,3 +151,12 @@ def test_graph_and_dataset_reject_bad_input_with_the_same_exception(bad, error):
     assert type(from_graph.value).__name__ == error
     if error == "DtypeError":  # a TypeError that every `except ValueError` also catches
         assert isinstance(from_graph.value, TypeError) and issubclass(DtypeError, ValueError)
+
+
+@pytest.mark.parametrize("src, hint", [([0.0, 1.0], r"\.astype\('int64'\)"),
+                                       (["a", "b"], r"np\.unique\(ids, return_inverse=True\)")])
+def test_non_integer_ids_get_the_hint_that_fits_them(src, hint):
+    from tbdfs_dgl._validate import DtypeError
+
+    with pytest.raises(DtypeError, match=hint):
+        TemporalGraph(src, [1, 0], [1.0, 2.0])

@@ -399,6 +399,11 @@ def test_previous_release_checkpoints_still_load(tmp_path):
     (dict(batch_size=0), "batch_size"), (dict(batch_size=2.5), "batch_size"),
     (dict(lr=-1), "lr"), (dict(lr=float("nan")), "lr"), (dict(lr=0), "lr"),
     (dict(epochs=0), "epochs"), (dict(patience=-1), "patience"), (dict(seed=-3), "seed"),
+    (dict(fanouts=(10, 0)), "fanouts must be a non-empty sequence"),
+    (dict(fanouts=()), "fanouts"), (dict(fanouts="10,10"), "fanouts"),
+    (dict(fanouts=(2.5,)), "fanouts"), (dict(strategy="latest"), "TrainConfig.strategy"),
+    (dict(device="tpu"), "TrainConfig.device must name a torch device"),
+    (dict(num_threads=0), "num_threads"),
 ])
 def test_train_config_rejects_bad_values(kwargs, match):
     from tbdfs_dgl.linkpred import TrainConfig

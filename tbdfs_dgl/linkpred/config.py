@@ -5,7 +5,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
+import torch
 
+from .._strategy import strategy_parts
 from ..eval_negatives import EVAL_NEGATIVES
 
 __all__ = ["TrainConfig", "COMPILE_MODES"]
@@ -125,12 +127,30 @@ class TrainConfig:
         if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float, np.floating)) \
                 or not np.isfinite(self.lr) or self.lr <= 0:
             raise ValueError(f"TrainConfig.lr must be a finite number > 0, got {self.lr!r}")
-        for name in ("max_batches", "train_batches", "val_events", "test_events"):
+        for name in ("max_batches", "train_batches", "val_events", "test_events",
+                     "num_threads"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
                                   or v < 1):
                 raise ValueError(f"TrainConfig.{name} must be None or an integer >= 1, "
                                  f"got {v!r}")
+        # The sampler and torch would refuse these too, but only once a trainer is built
+        # (or, for the device, at its first batch): name them where they were set.
+        fanouts = self.fanouts
+        if isinstance(fanouts, (str, bytes)) \
+                or not isinstance(fanouts, (Sequence, np.ndarray)) or np.ndim(fanouts) != 1 \
+                or len(fanouts) == 0 or not all(is_int(k) and k >= 1 for k in fanouts):
+            raise ValueError(f"TrainConfig.fanouts must be a non-empty sequence of integers "
+                             f">= 1 (neighbours per layer), got {fanouts!r}")
+        try:
+            strategy_parts(self.strategy)
+        except ValueError as err:
+            raise ValueError(f"TrainConfig.{err}") from None
+        try:
+            torch.device(self.device)
+        except (RuntimeError, TypeError) as err:
+            raise ValueError(f"TrainConfig.device must name a torch device ('cpu', 'cuda', "
+                             f"'cuda:1', ...), got {self.device!r}") from err
 
     @property
     def default_eval_negatives(self) -> bool:
