@@ -172,7 +172,46 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="save the sampler graphs here and sample from memory-mapped copies "
                         "(distributed runs default to a temporary folder)")
     t.add_argument("--no-progress", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    check_args(p, args)
+    return args
+
+
+def fanouts_of(args: argparse.Namespace) -> List[int]:
+    """``--fanouts`` as integers (validated by :func:`check_args`)."""
+    try:
+        return [int(x) for x in args.fanouts.split(",")]
+    except ValueError:
+        raise ValueError(f"--fanouts must be comma-separated integers >= 1 (neighbours per "
+                         f"layer), got {args.fanouts!r}") from None
+
+
+def alphas_of(args: argparse.Namespace) -> List[Any]:
+    """``--alpha``'s comma list: numbers, or 'learn'."""
+    out: List[Any] = []
+    for a in args.alpha.split(","):
+        try:
+            out.append(a if a == "learn" else float(a))
+        except ValueError:
+            raise ValueError(f"--alpha takes numbers in [0, 1] or 'learn' (a comma list "
+                             f"trains each), got {a!r}") from None
+    return out
+
+
+def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse bad model and training settings before any data is read: build each run's
+    model (on a featureless stand-in for the data) and its TrainConfig, which name what is
+    wrong, and report that as an argparse error instead of a traceback."""
+    if args.eval_only:
+        return  # the checkpoint's settings apply
+    stand_in = argparse.Namespace(node_dim=0, edge_dim=0, num_nodes=1)
+    try:
+        fanouts_of(args)
+        for alpha in alphas_of(args):
+            TBDFSModel(**model_kwargs(args, stand_in, alpha))
+        train_config(args, "random", 1, save_dir=None)
+    except ValueError as err:
+        p.error(str(err))
 
 
 def get_data(args: argparse.Namespace) -> TemporalDataset:
@@ -197,8 +236,9 @@ def get_data(args: argparse.Namespace) -> TemporalDataset:
     return make_wikipedia_like(num_users=2000, num_pages=300, num_events=60000, seed=args.seed)
 
 
-def model_kwargs(args: argparse.Namespace, data: TemporalDataset, alpha: Any) -> Dict[str, Any]:
-    fanouts = [int(x) for x in args.fanouts.split(",")]
+def model_kwargs(args: argparse.Namespace, data: Any, alpha: Any) -> Dict[str, Any]:
+    """TBDFSModel's arguments for ``data`` (anything with node_dim, edge_dim, num_nodes)."""
+    fanouts = fanouts_of(args)
     return dict(node_dim=data.node_dim, edge_dim=data.edge_dim, time_dim=args.time_dim,
                 hidden_dim=args.hidden_dim, num_layers=len(fanouts), num_heads=args.num_heads,
                 dropout=args.dropout, alpha=alpha, within_path_agg=args.within_path_agg,
@@ -257,6 +297,22 @@ def evaluation_settings(args: argparse.Namespace) -> List[Tuple[str, int]]:
     return settings
 
 
+def train_config(args: argparse.Namespace, eval_negatives: str, eval_candidates: int,
+                 save_dir: Optional[str]) -> TrainConfig:
+    """The TrainConfig of a run (raises ValueError naming a bad setting)."""
+    return TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                       patience=args.patience, fanouts=fanouts_of(args),
+                       strategy=args.strategy, num_threads=args.num_threads, seed=args.seed,
+                       device=args.device, compile=args.compile, amp=args.amp,
+                       compile_mode=args.compile_mode, prefetch_batches=args.prefetch_batches,
+                       train_negatives=args.train_negatives,
+                       max_batches=args.max_batches, train_batches=args.train_batches,
+                       val_events=args.val_events, test_events=args.test_events,
+                       eval_negatives=eval_negatives, eval_candidates=eval_candidates,
+                       retain_memory=args.retain_memory, save_dir=save_dir,
+                       progress=not args.no_progress, graph_dir=args.graph_dir)
+
+
 def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: str,
             save_dir: Path) -> Dict[str, Any]:
     seed_everything(args.seed)
@@ -264,18 +320,7 @@ def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: 
     model = TBDFSModel(**kwargs)
     n_params = sum(p.numel() for p in model.parameters())
     (eval_negatives, eval_candidates), = evaluation_settings(args)
-    cfg = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                      patience=args.patience, fanouts=[int(x) for x in args.fanouts.split(",")],
-                      strategy=args.strategy, num_threads=args.num_threads, seed=args.seed,
-                      device=args.device, compile=args.compile, amp=args.amp,
-                      compile_mode=args.compile_mode, prefetch_batches=args.prefetch_batches,
-                      train_negatives=args.train_negatives,
-                      max_batches=args.max_batches, train_batches=args.train_batches,
-                      val_events=args.val_events, test_events=args.test_events,
-                      eval_negatives=eval_negatives, eval_candidates=eval_candidates,
-                      retain_memory=args.retain_memory,
-                      save_dir=str(save_dir / slug(label)), progress=not args.no_progress,
-                      graph_dir=args.graph_dir)
+    cfg = train_config(args, eval_negatives, eval_candidates, str(save_dir / slug(label)))
     print(f"[{data.name}] {label}: alpha={alpha}, {n_params} parameters, fanouts {cfg.fanouts}, "
           f"{cfg.strategy} sampling, device {cfg.device}")
     trainer = LinkPredictionTrainer(model, data, cfg, model_kwargs=kwargs,
@@ -326,7 +371,7 @@ def evaluate_checkpoint(args: argparse.Namespace, data: TemporalDataset) -> Dict
     for negatives, k in evaluation_settings(args):
         cfg = TrainConfig(
             batch_size=saved.get("batch_size", args.batch_size),
-            fanouts=saved.get("fanouts", [int(x) for x in args.fanouts.split(",")]),
+            fanouts=saved.get("fanouts", fanouts_of(args)),
             strategy=saved.get("strategy", args.strategy), seed=saved.get("seed", args.seed),
             num_threads=args.num_threads, device=args.device, amp=args.amp,
             max_batches=args.max_batches, test_events=args.test_events,
@@ -415,8 +460,7 @@ def run_all(args: argparse.Namespace, ranks: Any) -> Dict[str, Any]:
         return out
     evaluation_settings(args)  # a bad value fails before any training
     runs = []
-    for a in args.alpha.split(","):
-        alpha: Any = a if a == "learn" else float(a)
+    for a, alpha in zip(args.alpha.split(","), alphas_of(args)):
         label = {1.0: "TGAT (alpha=1)"}.get(alpha, f"tBDFS (alpha={a})")
         runs.append(run_one(args, data, alpha, label, save_dir))
     print()

@@ -1,8 +1,11 @@
 """The flagship example end to end, on the synthetic stand-in (no data, no download)."""
 import json
+import re
 import runpy
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,3 +28,23 @@ def test_offline_run_falls_back_to_synthetic_and_names_it(tmp_path, monkeypatch,
         for setting in ("transductive", "inductive"):
             assert 0.0 <= run["test"][setting]["ap"] <= 1.0
     assert (tmp_path / "out" / "tbdfs-alpha-0.5" / "best.pt").exists()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--fanouts", "a,b"], "--fanouts must be comma-separated integers"),
+    (["--fanouts", "0,10"], "fanouts must be a non-empty sequence of integers >= 1"),
+    (["--alpha", "0.5,x"], "--alpha takes numbers in"),
+    (["--alpha", "2"], r"alpha must be a number in \[0, 1\]"),
+    (["--hidden-dim", "7"], "must be a multiple of num_heads"),
+    (["--batch-size", "0"], "batch_size must be an integer >= 1"),
+    (["--device", "tpu"], "device must name a torch device"),
+])
+def test_bad_settings_are_argparse_errors_before_any_data_is_read(flags, message, tmp_path,
+                                                                   monkeypatch, capsys):
+    monkeypatch.setenv("TBDFS_DATA_DIR", str(tmp_path / "never-read"))
+    monkeypatch.setattr(sys, "argv", ["train_wikipedia.py", "--no-download", *flags])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "examples" / "train_wikipedia.py"), run_name="__main__")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "Traceback" not in err, err
