@@ -163,9 +163,17 @@ def build(args: argparse.Namespace):
             raise SystemExit(f"error: {err.args[0]}")
     seeds = None
     if args.num_seeds is not None:
+        if args.num_seeds < 1:
+            raise SystemExit(f"error: --num-seeds must be >= 1, got {args.num_seeds}")
         seeds = list(range(args.num_seeds))
     if args.seeds is not None:
-        seeds = [int(x) for x in _csv(args.seeds)]
+        try:
+            seeds = [int(x) for x in _csv(args.seeds)]
+        except ValueError:
+            seeds = []
+        if not seeds or min(seeds) < 0:
+            raise SystemExit(f"error: --seeds must be a comma list of integers >= 0, got "
+                             f"{args.seeds!r}")
     sweep = args.sweep if args.sweep is not None else variants is None
     specs = make_grid(budget, datasets, variants or list(VARIANTS), seeds, sweep=sweep,
                       sweep_datasets=_csv(args.sweep_datasets))

@@ -464,3 +464,11 @@ def test_code_version_warning_only_when_the_package_differs(tmp_path):
     other = R.render_markdown(R.Results([rec(0, "a1", "s1"), rec(1, "b2", "s2")], "full"),
                               5, "runs.jsonl", "a.png", "b.png")
     assert "different versions of the package" in other
+
+
+@pytest.mark.parametrize("flags", [["--seeds", "a"], ["--seeds", "0,-1"], ["--seeds", ","],
+                                   ["--num-seeds", "0"]])
+def test_bad_seed_lists_are_refused_by_name(flags):
+    with pytest.raises(SystemExit, match="seeds must be"):
+        reproduce.main(["--budget", "smoke", "--datasets", "synthetic", "--variants", "tgat",
+                        "--estimate", *flags])
