@@ -8,9 +8,11 @@ the paths make at all.  Torch only: no DGL.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
+import numpy as np
 import torch
 
 if TYPE_CHECKING:
@@ -86,6 +88,15 @@ def root_paths(batch: "TemporalBatch", root: int, slots: List[int]) -> List[Dict
     return out
 
 
+def _raw_id(node_ids: Any, node: int) -> Any:
+    """Node ``node``'s raw id: an int for integer ids (NumPy's too), else as given (e.g. a
+    name), so the result stays JSON-ready."""
+    raw = node_ids[node]
+    if isinstance(raw, np.generic):
+        raw = raw.item()
+    return int(raw) if isinstance(raw, numbers.Integral) else raw
+
+
 def _explain_root(att: PathAttention, batch: "TemporalBatch", root: int, top_k: int,
                   node_ids: Optional[Any]) -> Dict[str, Any]:
     alpha = att.alpha if isinstance(att.alpha, float) else float(att.alpha[root])
@@ -100,12 +111,12 @@ def _explain_root(att: PathAttention, batch: "TemporalBatch", root: int, top_k: 
         top = torch.topk(w, k)
         for path, weight in zip(root_paths(batch, root, top.indices.tolist()), top.values):
             if node_ids is not None:
-                path["nodes"] = [int(node_ids[n]) for n in path["nodes"]]
+                path["nodes"] = [_raw_id(node_ids, n) for n in path["nodes"]]
             path["weight"] = float(weight)
             paths.append(path)
     return {
         "root": int(batch.root_nodes[root]) if node_ids is None
-        else int(node_ids[int(batch.root_nodes[root])]),
+        else _raw_id(node_ids, int(batch.root_nodes[root])),
         "time": float(batch.root_times[root]),
         "paths": paths,
         "num_paths": 0 if att.mask is None else int(att.mask[root].sum()),
@@ -139,8 +150,8 @@ def explain(model: torch.nn.Module, batch: "TemporalBatch", node_feat: Optional[
     top_k : int
         Paths to return per root.
     node_ids : array-like, optional
-        Raw id of every node (``TemporalGraph.node_ids`` of a relabelled graph): nodes
-        are reported with them.
+        Raw id of every node (``TemporalGraph.node_ids`` of a relabelled graph, or names):
+        nodes are reported with them (integers as Python ints, anything else as given).
 
     Returns
     -------
@@ -163,6 +174,11 @@ def explain(model: torch.nn.Module, batch: "TemporalBatch", node_feat: Optional[
     for r in roots:
         if not 0 <= r < batch.num_roots:
             raise IndexError(f"root {r} is not a root of the batch ({batch.num_roots} roots)")
+    if node_ids is not None:
+        top = max(int(t.src_nodes.max()) for t in batch.layers if t.src_nodes.numel())
+        if len(node_ids) <= top:
+            raise ValueError(f"node_ids has {len(node_ids)} entries, but the batch refers to "
+                             f"node {top}: pass one raw id per node of the graph")
     was_training = model.training
     model.eval()
     try:

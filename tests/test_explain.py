@@ -105,3 +105,18 @@ def test_a_link_is_explained_from_both_endpoints_with_its_score():
         model.explain(batch, edge_feat=ef, root=99)
     with pytest.raises(ValueError, match="top_k"):
         model.explain(batch, edge_feat=ef, root=0, top_k=0)
+
+
+def test_raw_ids_may_be_names_and_must_cover_the_batch():
+    model, batch, ef = setup()
+    names = [f"user-{i}" for i in range(25)]
+    ex = model.explain(batch, edge_feat=ef, root=0, top_k=3, node_ids=names)
+    assert ex["root"] == names[int(batch.root_nodes[0])]
+    assert ex["paths"] and all(n in names for p in ex["paths"] for n in p["nodes"])
+    plain = model.explain(batch, edge_feat=ef, root=0, top_k=3)
+    assert [[names[n] for n in p["nodes"]] for p in plain["paths"]] == \
+        [p["nodes"] for p in ex["paths"]]
+    as_numpy = model.explain(batch, edge_feat=ef, root=0, node_ids=np.arange(25) * 10)
+    assert type(as_numpy["root"]) is int  # JSON-ready, not a NumPy scalar
+    with pytest.raises(ValueError, match="node_ids has 3 entries, but the batch refers to node"):
+        model.explain(batch, edge_feat=ef, root=0, node_ids=names[:3])
