@@ -242,6 +242,9 @@ def test_report_from_handmade_results(tmp_path):
     # findings computed from the numbers
     f = md.split("## Findings")[1].split("##")[0]
     assert "significantly higher (paired t, 95%) on 1 dataset(s) (wikipedia)" in f
+    # pooled over datasets: wikipedia's 3 pairs all up, collegemsg's 1 of 3 (binomial(4; 6))
+    assert ("Across datasets: tBDFS higher in 4 of 6 paired runs (sign test p = 0.688); "
+            "mean of the 2 datasets' Δ +2.68 points (t-test over datasets p = 0.458).") in f
     assert "α = 0.3" in f and "interior" in f
     assert "largest mean drop is -time" in f
 

@@ -442,7 +442,8 @@ def findings(res: Results) -> List[str]:
             out.append(f"**tBDFS vs TGAT, test AP ({setting})**: tBDFS is significantly higher "
                        f"(paired t, 95%) on {len(up)} dataset(s){_list(up)}, significantly "
                        f"lower on {len(down)}{_list(down)}, and not significantly different "
-                       f"or untestable on {len(ns)}{_list(ns)}. " + "; ".join(parts) + ".")
+                       f"or untestable on {len(ns)}{_list(ns)}. " + "; ".join(parts) + "."
+                       + _across_datasets(res, setting))
     # 2. alpha sweep
     for d in _sweep_datasets(res):
         pts = sweep_values(res, d, "ap")
@@ -501,6 +502,33 @@ def findings(res: Results) -> List[str]:
             out.append("Per dataset, the removal with the lowest test AP relative to tBDFS: "
                        + "; ".join(per_ds) + ".")
     return out
+
+
+def _across_datasets(res: Results, setting: str) -> str:
+    """tBDFS against TGAT over all datasets at once: the paired seeds pooled (a two-sided
+    sign test: is tBDFS ahead in more pairs than chance?) and the per-dataset mean
+    differences (a one-sample t-test over the datasets: is it ahead on a typical graph?)."""
+    diffs: List[float] = []
+    means: List[float] = []
+    for d in res.datasets():
+        a, b = res.values(d, "tbdfs", "ap", setting), res.values(d, "tgat", "ap", setting)
+        pair = [a[s] - b[s] for s in sorted(set(a) & set(b))]
+        if pair:
+            diffs += pair
+            means.append(float(np.mean(pair)))
+    ahead = sum(x > 0 for x in diffs)
+    decided = sum(x != 0 for x in diffs)
+    if len(means) < 2 or not decided:
+        return ""
+    from scipy.stats import binomtest, ttest_1samp
+
+    sign_p = binomtest(ahead, decided, 0.5).pvalue
+    text = (f" Across datasets: tBDFS higher in {ahead} of {len(diffs)} paired runs (sign "
+            f"test p = {sign_p:.3g}); mean of the {len(means)} datasets' Δ "
+            f"{100 * float(np.mean(means)):+.2f} points")
+    if np.ptp(means) > 0:
+        text += f" (t-test over datasets p = {ttest_1samp(means, 0.0).pvalue:.3g})"
+    return text + "."
 
 
 def _list(xs: Sequence[str]) -> str:
