@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 from tbdfs_dgl import TBDFSModel, seed_everything  # noqa: E402
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig, load_checkpoint  # noqa: E402
-from train_wikipedia import add_model_arguments, get_data, model_kwargs  # noqa: E402
+from train_wikipedia import (add_model_arguments, alphas_of, fanouts_of, get_data,  # noqa: E402
+                            model_kwargs, refuse_bad_settings)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -56,7 +57,15 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--candidates", type=int, default=200)
     p.add_argument("--top-k", type=int, default=5)
     p.add_argument("--out", default="runs/explain/explanation.png")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    refuse_bad_settings(p, args, lambda: train_config(args), single_alpha=True,
+                        models=not args.checkpoint)
+    return args
+
+
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(fanouts=fanouts_of(args), seed=args.seed, lr=args.lr,
+                       train_batches=args.train_batches, progress=False)
 
 
 def describe(side: str, ex: Dict[str, Any]) -> List[str]:
@@ -133,14 +142,12 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     if data.synthetic and "SYNTHETIC" not in data.name:
         data.name = f"SYNTHETIC-{data.name}"
     seed_everything(args.seed)
-    fanouts = [int(x) for x in args.fanouts.split(",")]
     if args.checkpoint:
         model, _ = load_checkpoint(args.checkpoint)
     else:
-        alpha: Any = args.alpha if args.alpha == "learn" else float(args.alpha)
+        alpha, = alphas_of(args)
         model = TBDFSModel(**model_kwargs(args, data, alpha))
-    cfg = TrainConfig(fanouts=fanouts, seed=args.seed, lr=args.lr,
-                      train_batches=args.train_batches, progress=False)
+    cfg = train_config(args)
     trainer = LinkPredictionTrainer(model, data, cfg, log=print)
     try:
         if not args.checkpoint:

@@ -49,7 +49,8 @@ from tbdfs_dgl.linkpred import (EventBatch, LinkPredictionTrainer, TrainConfig, 
                                 load_checkpoint, streams)
 from tbdfs_dgl.metrics import link_prediction_metrics  # noqa: E402
 from tbdfs_dgl.online import OnlineScorer  # noqa: E402
-from train_wikipedia import add_model_arguments, get_data, model_kwargs  # noqa: E402
+from train_wikipedia import (add_model_arguments, alphas_of, fanouts_of, get_data,  # noqa: E402
+                            model_kwargs, refuse_bad_settings)
 
 
 class FirstTestEvents(LinkPredictionTrainer):
@@ -94,7 +95,16 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--latency-queries", type=int, default=300,
                    help="single-link queries timed one at a time for the latency figures")
     p.add_argument("--save-dir", default="runs/online_wikipedia")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    refuse_bad_settings(p, args, lambda: train_config(args), single_alpha=True,
+                        models=not args.checkpoint)
+    return args
+
+
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                       fanouts=fanouts_of(args), strategy=args.strategy, seed=args.seed,
+                       device=args.device, train_batches=args.train_batches, progress=False)
 
 
 def percentiles(seconds: List[float]) -> Dict[str, float]:
@@ -110,17 +120,15 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         data.name = f"SYNTHETIC-{data.name}"
     name = data.name
     seed_everything(args.seed)
-    fanouts = [int(x) for x in args.fanouts.split(",")]
+    fanouts = fanouts_of(args)
     if args.checkpoint:
         model, _ = load_checkpoint(args.checkpoint)
         kwargs = None
     else:
-        alpha: Any = args.alpha if args.alpha == "learn" else float(args.alpha)
+        alpha, = alphas_of(args)
         kwargs = model_kwargs(args, data, alpha)
         model = TBDFSModel(**kwargs)
-    cfg = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                      fanouts=fanouts, strategy=args.strategy, seed=args.seed,
-                      device=args.device, train_batches=args.train_batches, progress=False)
+    cfg = train_config(args)
     trainer = FirstTestEvents(model, data, cfg, model_kwargs=kwargs,
                               log=lambda line: print(f"[{name}] {line}"))
     trainer.test_events = args.test_events

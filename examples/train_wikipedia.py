@@ -37,7 +37,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -199,17 +199,30 @@ def alphas_of(args: argparse.Namespace) -> List[Any]:
 
 
 def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """:func:`refuse_bad_settings` for this script (not with ``--eval-only``: the
+    checkpoint's settings apply)."""
+    if not args.eval_only:
+        refuse_bad_settings(p, args, lambda: train_config(args, "random", 1, save_dir=None))
+
+
+def refuse_bad_settings(p: argparse.ArgumentParser, args: argparse.Namespace,
+                        make_config: Callable[[], TrainConfig],
+                        single_alpha: bool = False, models: bool = True) -> None:
     """Refuse bad model and training settings before any data is read: build each run's
-    model (on a featureless stand-in for the data) and its TrainConfig, which name what is
-    wrong, and report that as an argparse error instead of a traceback."""
-    if args.eval_only:
-        return  # the checkpoint's settings apply
+    model (on a featureless stand-in for the data) and its TrainConfig (``make_config``),
+    which name what is wrong, and report that as an argparse error (exit 2) instead of a
+    traceback after loading.  The examples that share the model flags use it too
+    (``models=False`` where a checkpoint's model replaces the model flags)."""
     stand_in = argparse.Namespace(node_dim=0, edge_dim=0, num_nodes=1)
     try:
         fanouts_of(args)
-        for alpha in alphas_of(args):
-            TBDFSModel(**model_kwargs(args, stand_in, alpha))
-        train_config(args, "random", 1, save_dir=None)
+        if models:
+            alphas = alphas_of(args)
+            if single_alpha and len(alphas) != 1:
+                raise ValueError(f"--alpha takes one value here, got {args.alpha!r}")
+            for alpha in alphas:
+                TBDFSModel(**model_kwargs(args, stand_in, alpha))
+        make_config()
     except ValueError as err:
         p.error(str(err))
 

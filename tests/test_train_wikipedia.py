@@ -48,3 +48,21 @@ def test_bad_settings_are_argparse_errors_before_any_data_is_read(flags, message
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert re.search(message, err) and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("script", ["online_wikipedia.py", "explain.py"])
+@pytest.mark.parametrize("flags, message", [
+    (["--fanouts", "a"], "--fanouts must be comma-separated integers"),
+    (["--alpha", "0.5,1"], "--alpha takes one value here"),
+    (["--alpha", "3"], r"alpha must be a number in \[0, 1\]"),
+])
+def test_the_other_examples_refuse_bad_settings_the_same_way(script, flags, message, tmp_path,
+                                                             monkeypatch, capsys):
+    monkeypatch.setenv("TBDFS_DATA_DIR", str(tmp_path / "never-read"))
+    monkeypatch.setattr(sys, "argv", [script, "--no-download", *flags])
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "examples" / script), run_name="__main__")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "Traceback" not in err, err
