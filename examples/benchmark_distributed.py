@@ -22,6 +22,10 @@ and waiting for the slowest rank::
     python examples/benchmark_distributed.py throughput --procs 1,4,8 --independent \
         --events-per-proc 200 -- --max-batches 20
 
+``--pin-cores`` pins every process to its own share of the CPUs, whole physical cores
+first (``train_wikipedia.py --pin-cores``), instead of leaving placement to the operating
+system.
+
 ``memory``: a graph saved once, loaded by N processes with ``mmap=True`` and with
 ``mmap=False``, each sampling a few batches; per process the resident memory of its own
 (RssAnon), of mapped files (RssFile, shared) and its proportional share (Pss)::
@@ -82,18 +86,22 @@ def throughput(args: argparse.Namespace, rest: List[str]) -> Dict[str, Any]:
                          "(events per proc x procs); do not pass --batch-size after '--'")
     runs: List[Dict[str, Any]] = []
     out_doc = {"runs": runs, "command_tail": rest, "cpu_count": os.cpu_count(),
-               "events_per_proc": args.events_per_proc, "independent": args.independent}
+               "events_per_proc": args.events_per_proc, "independent": args.independent,
+               "pin_cores": args.pin_cores}
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=str(args.threads))
     script = [str(ROOT / "examples" / "train_wikipedia.py"), "--no-progress"]
     for n in [int(x) for x in args.procs.split(",")]:
         if args.independent:
-            runs.append(_independent_run(n, script, rest, args.events_per_proc, env))
+            runs.append(_independent_run(n, script, rest, args.events_per_proc, env,
+                                         args.pin_cores))
         else:
             batch = [] if args.events_per_proc is None else [
                 "--batch-size", str(args.events_per_proc * n)]
             with tempfile.TemporaryDirectory() as out:
+                pin = ["--pin-cores", "auto"] if args.pin_cores else []
                 cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                       f"--nproc_per_node={n}", *script, "--save-dir", out, *rest, *batch]
+                       f"--nproc_per_node={n}", *script, "--save-dir", out, *rest, *batch,
+                       *pin]
                 t0 = time.perf_counter()
                 subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
                 wall = time.perf_counter() - t0
@@ -118,15 +126,18 @@ def throughput(args: argparse.Namespace, rest: List[str]) -> Dict[str, Any]:
 
 
 def _independent_run(n: int, script: List[str], rest: List[str], events_per_proc: Optional[int],
-                     env: Dict[str, str]) -> Dict[str, Any]:
+                     env: Dict[str, str], pin_cores: bool = False) -> Dict[str, Any]:
     """``n`` one-process trainings started together (seeds 0..n-1, so their batches differ
-    as DDP ranks' shares do); events/s summed over them, each over its own training epoch."""
+    as DDP ranks' shares do); events/s summed over them, each over its own training epoch.
+    With ``pin_cores`` process ``i`` runs with ``--pin-cores i/n``."""
     batch = [] if events_per_proc is None else ["--batch-size", str(events_per_proc)]
     with tempfile.TemporaryDirectory() as tmp:
         outs = [Path(tmp) / f"p{i}" for i in range(n)]
         t0 = time.perf_counter()
         procs = [subprocess.Popen([sys.executable, *script, "--save-dir", str(out), *rest,
-                                   *batch, "--seed", str(i)], env=env,
+                                   *batch, "--seed", str(i),
+                                   *(["--pin-cores", f"{i}/{n}"] if pin_cores else [])],
+                                  env=env,
                                   stdout=subprocess.DEVNULL)
                  for i, out in enumerate(outs)]
         codes = [p.wait() for p in procs]
@@ -276,6 +287,10 @@ def main(argv: Any = None) -> None:
     t.add_argument("--independent", action="store_true",
                    help="N separate one-process trainings at once, no DDP (the control for "
                         "what sharing the machine costs; batch --events-per-proc each)")
+    t.add_argument("--pin-cores", action="store_true",
+                   help="pin each process to its own share of the CPUs, whole physical "
+                        "cores first (train_wikipedia's --pin-cores: 'auto' under torchrun, "
+                        "'i/N' for independent process i)")
     m = sub.add_parser("memory", help="RSS of N processes sampling a mapped vs copied graph")
     m.add_argument("--procs", type=int, default=2)
     m.add_argument("--batches", type=int, default=20)

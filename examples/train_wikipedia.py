@@ -52,6 +52,7 @@ from tbdfs_dgl.data import (TemporalDataset, default_data_dir, fetch_dataset,  #
 from tbdfs_dgl.eval_negatives import EVAL_NEGATIVES  # noqa: E402
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig, load_checkpoint  # noqa: E402
 from tbdfs_dgl.linkpred.config import COMPILE_MODES  # noqa: E402
+from tbdfs_dgl.linkpred.affinity import parse_pin_spec, pin_process  # noqa: E402
 from tbdfs_dgl.linkpred.distributed import init_from_env  # noqa: E402
 
 
@@ -117,7 +118,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="batches sampled ahead at once, a thread each (GPU runs can outrun "
                         "one; the batches are the same for any value)")
     s.add_argument("--torch-threads", type=int, default=None,
-                   help="torch intra-op threads (default: torch's own choice)")
+                   help="torch intra-op threads (default: torch's own choice; with "
+                        "--pin-cores, the process's share of the CPUs)")
+    s.add_argument("--pin-cores", default=None, metavar="auto|i/n",
+                   help="pin this process to an equal share of the CPUs, whole physical "
+                        "cores first: 'auto' under torchrun (rank LOCAL_RANK of "
+                        "LOCAL_WORLD_SIZE), 'i/n' for process i of n started side by side "
+                        "(default: not pinned)")
     m = p.add_argument_group("model")
     add_model_arguments(m)
     m.add_argument("--feat-dim", type=int, default=None,
@@ -174,6 +181,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     t.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     check_args(p, args)
+    if args.pin_cores is not None:
+        try:
+            parse_pin_spec(args.pin_cores)
+        except ValueError as e:
+            p.error(str(e))
     return args
 
 
@@ -439,6 +451,15 @@ def table(name: str, runs: List[Dict[str, Any]]) -> str:
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     args = parse_args(argv)
+    if args.pin_cores is not None:
+        # Before torch's thread pool, the sampler's threads and the process group start:
+        # threads inherit the affinity of the thread that starts them.
+        try:
+            args.pinned_cpus = pin_process(*parse_pin_spec(args.pin_cores))
+        except (ValueError, RuntimeError) as e:
+            raise SystemExit(f"error: {e}") from None
+        if not args.torch_threads and "OMP_NUM_THREADS" not in os.environ:
+            args.torch_threads = len(args.pinned_cpus)
     # Under torchrun: join the process group; the other ranks stay quiet.
     ranks, args.device = init_from_env(args.device)
     if not ranks.is_main:
@@ -451,6 +472,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
 
 
 def run_all(args: argparse.Namespace, ranks: Any) -> Dict[str, Any]:
+    if getattr(args, "pinned_cpus", None):
+        print(f"pinned to CPUs {args.pinned_cpus} (--pin-cores {args.pin_cores})")
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     data = get_data(args)

@@ -202,3 +202,18 @@ def test_distributed_throughput_independent_processes_sum_their_rates(dist_bench
     assert two["events_per_second"] == pytest.approx(375.0)
     assert two["per_process_train_seconds"] == [2.0, 4.0]
     assert two["fraction_of_linear"] == pytest.approx(0.75)
+
+
+def test_distributed_throughput_pins_every_process_to_its_share(dist_bench, monkeypatch):
+    _FakePopen.calls = []
+    monkeypatch.setattr(dist_bench.subprocess, "Popen", _FakePopen)
+    dist_bench.main(["throughput", "--procs", "2", "--independent", "--pin-cores", "--",
+                     "--max-batches", "3"])
+    assert [c[c.index("--pin-cores") + 1] for c in _FakePopen.calls] == ["0/2", "1/2"]
+    calls = []
+    monkeypatch.setattr(dist_bench.subprocess, "run", _fake_torchrun(calls))
+    dist_bench.main(["throughput", "--procs", "2", "--pin-cores", "--", "--max-batches", "3"])
+    (cmd,) = calls
+    assert cmd[cmd.index("--pin-cores") + 1] == "auto"     # each rank reads LOCAL_RANK
+    dist_bench.main(["throughput", "--procs", "2", "--", "--max-batches", "3"])
+    assert "--pin-cores" not in calls[1]

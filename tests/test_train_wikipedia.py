@@ -38,6 +38,8 @@ def test_offline_run_falls_back_to_synthetic_and_names_it(tmp_path, monkeypatch,
     (["--hidden-dim", "7"], "must be a multiple of num_heads"),
     (["--batch-size", "0"], "batch_size must be an integer >= 1"),
     (["--device", "tpu"], "device must name a torch device"),
+    (["--pin-cores", "4"], "--pin-cores takes 'auto' or 'i/n'"),
+    (["--pin-cores", "2/2"], r"index must be in \[0, n\)"),
 ])
 def test_bad_settings_are_argparse_errors_before_any_data_is_read(flags, message, tmp_path,
                                                                    monkeypatch, capsys):
@@ -66,3 +68,24 @@ def test_the_other_examples_refuse_bad_settings_the_same_way(script, flags, mess
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert re.search(message, err) and "Traceback" not in err, err
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="needs Linux")
+def test_pin_cores_runs_the_process_on_its_share(tmp_path):
+    import os
+    import subprocess
+
+    from tbdfs_dgl.linkpred.affinity import cpus_for_process
+    count = 2 if len(os.sched_getaffinity(0)) >= 2 else 1
+    want = cpus_for_process(count - 1, count)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "train_wikipedia.py"), "--no-download",
+         "--max-batches", "1", "--hidden-dim", "8", "--time-dim", "8", "--fanouts", "2,2",
+         "--alpha", "1", "--no-progress", "--save-dir", str(tmp_path / "out"),
+         "--pin-cores", f"{count - 1}/{count}"],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), TBDFS_DATA_DIR=str(tmp_path / "none")))
+    assert out.returncode == 0, out.stderr
+    assert f"pinned to CPUs {want}" in out.stdout
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["args"]["pinned_cpus"] == want
