@@ -1,7 +1,9 @@
 """The flagship example end to end, on the synthetic stand-in (no data, no download)."""
 import json
+import os
 import re
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
@@ -70,11 +72,8 @@ def test_the_other_examples_refuse_bad_settings_the_same_way(script, flags, mess
     assert re.search(message, err) and "Traceback" not in err, err
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="needs Linux")
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux")
 def test_pin_cores_runs_the_process_on_its_share(tmp_path):
-    import os
-    import subprocess
-
     from tbdfs_dgl.linkpred.affinity import cpus_for_process
     count = 2 if len(os.sched_getaffinity(0)) >= 2 else 1
     want = cpus_for_process(count - 1, count)
