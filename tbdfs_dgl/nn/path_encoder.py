@@ -332,6 +332,36 @@ class PathEncoder(nn.Module):
             parts.append((self.time_encoder(dt), slice(D + E, D + E + T)))
         return parts
 
+    def _root_terms(self, query_feat: torch.Tensor, root_times: torch.Tensor
+                    ) -> Tuple[List[Tuple[torch.Tensor, slice]], Optional[torch.Tensor],
+                               Optional[torch.Tensor]]:
+        r"""The root's own terms, shared by :meth:`_encode_slots` and :meth:`_encode_tree`.
+
+        Returns the root input :math:`z_0 = [h_i \| 0 \| \Phi(0)]` as ``(part, column
+        range)`` pairs (the zero edge part left out) and, with attention, the query pulled
+        back through :math:`W_K`, :math:`\tilde q = W_K^\top q / \sqrt{d_k}`
+        (``[B, H, key_in]``: an input's score is then a dot product with it) and the
+        root's own score ``[B, H]``; ``None, None`` with ``within_path_agg='mean'``.
+        """
+        B = query_feat.shape[0]
+        H, dk = self._num_heads, self._head_dim
+        D, E, T = self._in_dim, self._edge_dim, self._time_dim
+        root_parts = [(query_feat, slice(0, D))]
+        phi0 = None
+        if T:
+            phi0 = self.time_encoder(root_times.new_zeros(1, dtype=torch.float64)).to(
+                self.fc_v.weight.dtype)
+            root_parts.append((phi0.expand(B, T), slice(D + E, D + E + T)))
+        if self._within_path_agg != "attn":
+            return root_parts, None, None
+        q = F.linear(query_feat, self.fc_q.weight[:, :D])
+        if phi0 is not None:
+            q = q + F.linear(phi0, self.fc_q.weight[:, D:])
+        wk = self.fc_k.weight.view(H, dk, -1)
+        q_pull = torch.einsum("bhd,hdw->bhw", q.view(B, H, dk), wk) / math.sqrt(dk)
+        s_root = sum(torch.einsum("bw,bhw->bh", x, q_pull[..., c]) for x, c in root_parts)
+        return root_parts, q_pull, s_root
+
     def forward(
         self,
         paths: "PathBatch",
@@ -378,27 +408,15 @@ class PathEncoder(nn.Module):
         takes convex combinations and linear functions of the :math:`r_p`, applies ``fc2``
         once per root instead of once per path."""
         B, P, L = paths.src_index.shape
-        H, dk = self._num_heads, self._head_dim
-        D, E, T = self._in_dim, self._edge_dim, self._time_dim
+        H, dk, D = self._num_heads, self._head_dim, self._in_dim
         mask = paths.mask
         parts = self._slot_inputs(paths, feat, root_times, edge_feat)
-        # Root input z_0 = [h_i ‖ 0 ‖ Φ(0)]: the zero edge part is left out.
-        root_parts = [(query_feat, slice(0, D))]
-        if T:
-            phi0 = self.time_encoder(root_times.new_zeros(1, dtype=torch.float64))
-            root_parts.append((phi0.expand(B, T), slice(D + E, D + E + T)))
+        root_parts, q_pull, s_root = self._root_terms(query_feat, root_times)
 
         if self._within_path_agg == "attn":
-            q = F.linear(query_feat, self.fc_q.weight[:, :D])
-            if T:
-                q = q + F.linear(phi0, self.fc_q.weight[:, D:])
-            wk = self.fc_k.weight.view(H, dk, -1)
-            # q~ = W_K^T q / sqrt(dk), [B, H, key_in]: scores become raw-input dot products.
-            q_pull = torch.einsum("bhd,hdw->bhw", q.view(B, H, dk), wk) / math.sqrt(dk)
-            s_root = sum(torch.einsum("bw,bhw->bh", x, q_pull[..., c]) for x, c in root_parts)
             # Slots with no input at all (no node, edge or time parts) score 0.
             s_slot = sum((torch.bmm(x.view(B, P * L, -1), q_pull[..., c].transpose(1, 2))
-                          for x, c in parts), q.new_zeros(B, P * L, H)).view(B, P, L, H)
+                          for x, c in parts), q_pull.new_zeros(B, P * L, H)).view(B, P, L, H)
             scores = torch.cat([s_root.view(B, 1, 1, H).expand(B, P, 1, H), s_slot], dim=2)
             present = torch.cat([mask.new_ones(B, P, 1), mask], dim=2).unsqueeze(-1)
             # The root is always present, so no row is all-masked here.
@@ -546,22 +564,11 @@ class PathEncoder(nn.Module):
         wdtype = self.fc_v.weight.dtype
         sdtype = torch.promote_types(wdtype, torch.float32)
 
-        # Root term z_0 = [h_i ‖ 0 ‖ Φ(0)] (the zero edge part left out), as in forward.
-        root_parts = [(query_feat, slice(0, D))]
-        if T:
-            phi0 = self.time_encoder(root_times.new_zeros(1, dtype=torch.float64)).to(wdtype)
-            root_parts.append((phi0.expand(B, T), slice(D + E, D + E + T)))
+        root_parts, q_pull, s_root = self._root_terms(query_feat, root_times)
         v_root = sum(F.linear(x, self.fc_v.weight[:, c]) for x, c in root_parts)
         v_root = v_root.view(B, 1, H, dk).to(sdtype)
         attn = self._within_path_agg == "attn"
         if attn:
-            q = F.linear(query_feat, self.fc_q.weight[:, :D])
-            if T:
-                q = q + F.linear(phi0, self.fc_q.weight[:, D:])
-            wk = self.fc_k.weight.view(H, dk, -1)
-            # q~ = W_K^T q / sqrt(dk) per root: an instance's score is q~ · z.
-            q_pull = torch.einsum("bhd,hdw->bhw", q.view(B, H, dk), wk) / math.sqrt(dk)
-            s_root = sum(torch.einsum("bw,bhw->bh", x, q_pull[..., c]) for x, c in root_parts)
             # State of the chain made of the root alone: m = s_root, so its weight is 1.
             # The running max m is a constant to autograd (the results do not depend on
             # it, so its exact gradient is 0): the root's score then enters through its
