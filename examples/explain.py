@@ -36,16 +36,14 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 from tbdfs_dgl import TBDFSModel, seed_everything  # noqa: E402
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig, load_checkpoint  # noqa: E402
-from train_wikipedia import (add_model_arguments, alphas_of, fanouts_of, get_data,  # noqa: E402
-                            model_kwargs, refuse_bad_settings)
+from train_wikipedia import (add_data_arguments, add_model_arguments, alphas_of,  # noqa: E402
+                            fanouts_of, get_data, model_kwargs, refuse_bad_settings)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data", default=None)
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--no-download", action="store_true")
+    add_data_arguments(p)
     p.add_argument("--checkpoint", default=None, help="load this model instead of training")
     p.add_argument("--fanouts", default="10,10")
     add_model_arguments(p)

@@ -49,8 +49,8 @@ from tbdfs_dgl.linkpred import (EventBatch, LinkPredictionTrainer, TrainConfig, 
                                 load_checkpoint, streams)
 from tbdfs_dgl.metrics import link_prediction_metrics  # noqa: E402
 from tbdfs_dgl.online import OnlineScorer  # noqa: E402
-from train_wikipedia import (add_model_arguments, alphas_of, fanouts_of, get_data,  # noqa: E402
-                            model_kwargs, refuse_bad_settings)
+from train_wikipedia import (add_data_arguments, add_model_arguments, alphas_of,  # noqa: E402
+                            fanouts_of, get_data, model_kwargs, refuse_bad_settings)
 
 
 class FirstTestEvents(LinkPredictionTrainer):
@@ -71,9 +71,7 @@ class FirstTestEvents(LinkPredictionTrainer):
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data", default=None, help="a JODIE wikipedia.csv or an edge-list file")
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--no-download", action="store_true")
+    add_data_arguments(p)
     p.add_argument("--checkpoint", default=None, help="load this model instead of training")
     p.add_argument("--fanouts", default="10,10")
     p.add_argument("--strategy", default="recent", choices=["recent", "uniform"])

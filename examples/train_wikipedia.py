@@ -102,14 +102,19 @@ def add_model_arguments(m: Any) -> None:
                         "the LayerNorm (TBDFSModel(attn_residual=...)); default: the model's")
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    d = p.add_argument_group("data")
+def add_data_arguments(d: Any) -> None:
+    """``--data``, ``--data-dir``, ``--no-download`` (what :func:`get_data` reads) on a
+    parser or argument group; the other examples share them."""
     d.add_argument("--data", default=None, help="a JODIE wikipedia.csv or an edge-list file")
     d.add_argument("--data-dir", default=None, help="folder with the datasets "
                    "(default: $TBDFS_DATA_DIR, else ../shared/data)")
     d.add_argument("--no-download", action="store_true", help="never try to download")
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_data_arguments(p.add_argument_group("data"))
     s = p.add_argument_group("sampling")
     s.add_argument("--fanouts", default="10,10", help="neighbours per layer")
     s.add_argument("--strategy", default="recent", choices=["recent", "uniform"])
