@@ -194,6 +194,30 @@ def test_node_inputs_projected_per_node_or_per_instance_agree(kw):
         assert torch.allclose(model._node_inputs(nids, nf), want, atol=1e-6)
 
 
+@pytest.mark.parametrize("kw", [{}, {"node_dim": 0, "edge_dim": 0}, {"node_dim": 0},
+                                {"attn_norm": True, "empty_neighbourhood": "padding"}])
+def test_onednn_products_give_the_reference_results(kw, monkeypatch):
+    # Every CPU product that real batches send to oneDNN (tbdfs_dgl.nn._gemm: 16,384 rows,
+    # widths >= 16) goes there at test sizes too, and the model still computes the reference.
+    from tbdfs_dgl.nn import _gemm
+
+    if _gemm._linear_op() is None:
+        pytest.skip("this torch has no oneDNN linear op on this CPU")
+    monkeypatch.delenv("TBDFS_CPU_GEMM", raising=False)
+    monkeypatch.setattr(_gemm, "_ONEDNN_MIN_ROWS", 1)
+    monkeypatch.setattr(_gemm, "_ONEDNN_MIN_WIDTH", 1)
+    calls = []
+    for fn in (_gemm._OneDNNLinear, _gemm._FewOutputsLinear):
+        apply = fn.apply
+        monkeypatch.setattr(fn, "apply", lambda *a, _f=fn, _apply=apply:
+                            calls.append(_f.__name__) or _apply(*a))
+    batch = sampled_batch("uniform", [3, 2], seed=8)
+    check_same(build(num_layers=2, **kw), batch)
+    assert "_OneDNNLinear" in calls
+    if kw.get("node_dim") == 0:  # featureless first layers score with few_outputs_linear
+        assert "_FewOutputsLinear" in calls
+
+
 @pytest.mark.parametrize("kw", [{}, {"time_encoding": "cos_phase"}, {"node_dim": 0},
                                 {"within_path_agg": "mean", "alpha": "learn"}])
 def test_padded_products_give_the_reference_results(kw, monkeypatch):

@@ -162,6 +162,9 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
     """Train and test one run of the grid on ``hardware``; return its record (nothing is
     written here)."""
     budget = spec.budget
+    # Read before training: the sources may change while a run of hours goes on, and
+    # the record must name the code that ran, not the code there at its end.
+    code = code_version()
     data = get_dataset(spec.dataset, budget.max_events, data_dir)
     full_edges = get_dataset(spec.dataset, None, data_dir).num_edges
     seed_everything(spec.seed)
@@ -216,7 +219,7 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
         "device": _device_name(hardware.device), "compile": hardware.compile,
         "compile_mode": hardware.compile_mode, "amp": hardware.amp,
         "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "code": code_version(),
+        "code": code,
         "versions": {"torch": torch.__version__, "numpy": np.__version__},
     }
 

@@ -18,6 +18,7 @@ from ..batch import LayerTable
 from ._common import (WIDTH_RENAMES, NodeRows, check_heads, reset_attention,
                       resolve_time_encoder)
 from ._compile import compiling
+from ._gemm import few_outputs_linear
 from ._slots import SlotAverage, SlotScores, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
 
@@ -578,7 +579,7 @@ class TemporalAttentionConv(nn.Module):
                     q_pull = torch.einsum("hd,hdw->hw", q, wk[..., D:])  # [H, E + T]
                     score = None
                     for p, cols in parts:
-                        term = torch.matmul(p, q_pull[:, cols.start - D: cols.stop - D].t())
+                        term = few_outputs_linear(p, q_pull[:, cols.start - D: cols.stop - D])
                         score = term if score is None else score + term  # [N_dst, k, H]
                 else:  # a zero query: uniform attention over the real slots
                     score = parts[0][0].new_zeros(num_dst, k, H)
