@@ -51,6 +51,7 @@ from tbdfs_dgl import TBDFSModel  # noqa: E402
 from tbdfs_dgl.data import (TemporalDataset, default_data_dir, load_dataset,  # noqa: E402
                             make_wikipedia_like)
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig  # noqa: E402
+from tbdfs_dgl.nn import cpu_gemm_backend  # noqa: E402
 
 SETTINGS = {
     "defaults": dict(fanouts=(10, 10), strategy="recent", width=100, time_width=100,
@@ -233,6 +234,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
     return {"dataset": base.name, "num_edges": int(base.num_edges),
             "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "host": platform.node(), "cpu_count": os.cpu_count(), "gpu": gpu,
+            "cpu_gemm": cpu_gemm_backend(),
             "versions": {"torch": torch.__version__, "python": platform.python_version(),
                          "numpy": np.__version__},
             "results": rows}
@@ -262,7 +264,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"{doc['dataset']} ({doc['num_edges']} interactions), batch {args.batch_size} "
           f"interactions = {3 * args.batch_size} roots, device {args.device}"
           f"{' (' + doc['gpu'] + ')' if doc['gpu'] and args.device != 'cpu' else ''}, "
-          f"torch threads {args.threads}, compile {args.compile}, amp {args.amp}")
+          f"torch threads {args.threads}, compile {args.compile}, amp {args.amp}, "
+          f"CPU GEMM {doc['cpu_gemm']} ($TBDFS_CPU_GEMM)")
     print("| setting | variant | impl | ms/batch (min-max) | sampling ms/batch | s/epoch "
           "(ours) | s/epoch (382 batches) | peak GPU MB |")
     print("|---|---|---|---:|---:|---:|---:|---:|")
