@@ -71,7 +71,7 @@ def _linear_op() -> Any:
                 probe = torch.arange(6, dtype=torch.float32).view(3, 2)
                 if torch.equal(op(probe, probe[:2], None, "none", [], ""), probe @ probe[:2].t()):
                     _onednn_op = op
-            except (AttributeError, RuntimeError, NotImplementedError):
+            except (AttributeError, RuntimeError, NotImplementedError, TypeError):
                 pass
     return _onednn_op or None
 
