@@ -395,6 +395,7 @@ def test_hardware_options_reach_the_trainer_and_the_record(tmp_path, monkeypatch
     rec = _lines(tmp_path / "results" / "runs.jsonl")[0]
     assert (rec["device"], rec["compile"], rec["amp"]) == ("cpu", False, None)
     assert rec["compile_mode"] is None
+    assert rec["cpu_gemm"] in ("onednn", "mkl")
     hw = runner.Hardware(device="cpu", compile=True, compile_mode="reduce-overhead")
     assert runner.train_config(G.BUDGETS["smoke"], 0, hw).compile_mode == "reduce-overhead"
     with pytest.raises(SystemExit, match="--compile-mode needs --compile"):

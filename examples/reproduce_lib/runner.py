@@ -19,6 +19,7 @@ from tbdfs_dgl import TBDFSModel, seed_everything
 from tbdfs_dgl.data import TemporalDataset, load_dataset, make_wikipedia_like
 from tbdfs_dgl.linkpred import (EventBatch, LinkPredictionTrainer, NegativeSampler,
                                TrainConfig, chronological_split)
+from tbdfs_dgl.nn import cpu_gemm_backend
 
 from .grid import VARIANTS, Budget, RunSpec
 
@@ -221,6 +222,8 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
         "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "code": code,
         "versions": {"torch": torch.__version__, "numpy": np.__version__},
+        # Which library did the CPU's long products (float-level differences only).
+        "cpu_gemm": cpu_gemm_backend(),
     }
 
 
