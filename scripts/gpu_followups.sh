@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU-machine measurements still open after round 13, in one call (~8 minutes): the
+# The GPU-machine measurements left open by round 13 (round 15 ran them: 312 s on an H200;
+# docs/benchmarks/distributed.md and model_gpu.md, "Round 15"), in one call: the
 # machine of scripts/gpu_check.sh (torch preinstalled, no DGL, no network, 16 CPU cores).
 # (Round 13's version, which ran DyGLib's five Wikipedia epochs and the first
 # independent-process control: docs/benchmarks/gpu_h200/r13/gpu_followups_r13.sh.)
