@@ -193,7 +193,7 @@ class DyGLibLayer(nn.Module):
 # ------------------------------------------------------------------------------ the runner
 ABLATION_KEYS = ("time_enc", "empty", "layer", "attn_dim", "attn_norm", "attn_res", "merge_drop",
                  "merge_h", "neg", "loss", "lr", "dropout", "init", "hidden_dim", "time_dim",
-                 "eval_neg", "dfs_gain")
+                 "eval_neg", "dfs_gain", "dfs_norm")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -268,6 +268,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="tBDFS only: multiply the path aggregator's output map W_O by this at "
                         "initialisation (at 1, |h_DFS| starts ~3.7x |h_BFS| on CollegeMsg; "
                         "0.25 starts them level)")
+    p.add_argument("--dfs-norm", dest="dfs_norm", default="off", choices=["off", "match"],
+                   help="tBDFS only: match rescales h_DFS, root by root, to the norm of its "
+                        "h_BFS before the blend, so neither branch can outgrow the other")
+    p.add_argument("--branch-norms", dest="branch_norms", action="store_true",
+                   help="tBDFS only: at every checkpoint, record the mean L2 norms of h_BFS "
+                        "and h_DFS on the first validation batch (curve rows' 'h_bfs_norm', "
+                        "'h_dfs_norm')")
     p.add_argument("--hidden-dim", dest="hidden_dim", type=int, default=100)
     p.add_argument("--time-dim", dest="time_dim", type=int, default=100)
     p.add_argument("--ablations", default=None,
@@ -382,6 +389,36 @@ def time_encode_float32(self, dt: torch.Tensor) -> torch.Tensor:
     return torch.cos(x * self.weight + self.bias)
 
 
+def add_dfs_norm(model: nn.Module) -> None:
+    """Rescale h_DFS, root by root, to the norm of that root's h_BFS (``--dfs-norm match``).
+
+    A patch of this model instance, not a library option: the aggregator's ``_aggregate``,
+    which the model calls with h_BFS as its query (second argument), is wrapped; gradients
+    flow through both norms."""
+    agg = model.path_aggregator
+    inner = agg._aggregate
+
+    def aggregate(path_feat, query, *args, **kwargs):
+        out = inner(path_feat, query, *args, **kwargs)
+        h = out[0] if isinstance(out, tuple) else out  # get_attention: (h_dfs, weights)
+        h = h * (query.norm(dim=-1, keepdim=True) / h.norm(dim=-1, keepdim=True).clamp_min(1e-6))
+        return (h,) + tuple(out[1:]) if isinstance(out, tuple) else h
+
+    agg._aggregate = aggregate
+
+
+@torch.no_grad()
+def branch_norms(run: "Run", model: nn.Module, item) -> Dict[str, float]:
+    """Mean L2 norms of h_BFS and h_DFS over the roots of one evaluation batch."""
+    src, dst, neg, t = item
+    batch = run.eval_sampler.sample(np.concatenate([src, dst, neg]), np.concatenate([t, t, t]))
+    model.eval()
+    _, att = model(batch, run.node_feat, run.edge_feat, get_attention=True)
+    model.train()
+    return {"h_bfs_norm": float(att.h_bfs.norm(dim=-1).mean()),
+            "h_dfs_norm": float(att.h_dfs.norm(dim=-1).mean())}
+
+
 def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
     TemporalAttentionConv.forward = (conv_forward_pad_raw if a.empty == "pad-raw"
                                      else ORIG_CONV_FORWARD)
@@ -414,6 +451,8 @@ def build_model(a: argparse.Namespace, data, alpha: Any) -> nn.Module:
     if a.dfs_gain != 1.0 and model.path_aggregator is not None:
         with torch.no_grad():  # after the init above, which would undo it
             model.path_aggregator.fc_o.weight.mul_(a.dfs_gain)
+    if a.dfs_norm == "match" and model.path_aggregator is not None:
+        add_dfs_norm(model)
     if a.merge_h == "off":
         if data.node_dim:
             raise SystemExit("--merge-h off stands for DyGLib's merge of zero raw node "
@@ -443,6 +482,10 @@ def run_curve(a: argparse.Namespace, data, split, alpha: Any, log=print) -> Dict
     model.train()
     losses = []
     train_seconds = 0.0  # optimiser steps only (sampling included), not the evaluations
+    if a.branch_norms and model.path_aggregator is not None:
+        out["branch_norms_init"] = branch_norms(run, model, val_items[0])
+        log(f"  alpha={alpha} step    0 | " + ", ".join(
+            f"{k} {v:.2f}" for k, v in out["branch_norms_init"].items()))
     for target in checkpoints:
         while step < target:
             t_step = time.perf_counter()
@@ -465,10 +508,13 @@ def run_curve(a: argparse.Namespace, data, split, alpha: Any, log=print) -> Dict
         row = {"step": step, "val_ap": v["ap"], "val_bap": v["bap"], "test_ap": te["ap"],
                "test_bap": te["bap"], "train_bce": recent, "seconds": time.perf_counter() - t0,
                "train_seconds": train_seconds}
+        if a.branch_norms and model.path_aggregator is not None:
+            row.update(branch_norms(run, model, val_items[0]))
         out["curve"].append(row)
         log(f"  alpha={alpha} step {step:4d} | val AP {v['ap']:.3f} (bAP {v['bap']:.3f}) | "
             f"test AP {te['ap']:.3f} (bAP {te['bap']:.3f}) | train BCE(last10) {recent:.3f} "
-            f"| {row['seconds']:.0f}s")
+            f"| {row['seconds']:.0f}s" + "".join(
+                f" | {k} {row[k]:.2f}" for k in ("h_bfs_norm", "h_dfs_norm") if k in row))
     out["losses"] = losses
     return out
 

@@ -33,3 +33,26 @@ def test_every_patched_ablation_runs_on_a_synthetic_graph(capsys):
     # back, and this test ends on such a build, so later tests see the library's layer.
     from tbdfs_dgl.nn import TemporalAttentionConv
     assert TemporalAttentionConv.forward is script.ORIG_CONV_FORWARD
+
+
+def test_the_dfs_branch_options_scale_h_dfs(capsys):
+    """tBDFS-only options (issue 14's branch-balance ablations): ``--dfs-norm match`` gives
+    every root an h_DFS as long as its h_BFS, ``--dfs-gain`` shrinks h_DFS at init, and
+    ``--branch-norms`` records both norms at init and at each checkpoint."""
+    spec = importlib.util.spec_from_file_location("learning_curve_for_tests_dfs", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    results = script.main(["--data", "synthetic", "--alpha", "0.5", "--fanouts", "3,3",
+                           "--batch-size", "50", "--steps", "2", "--eval-batches", "1",
+                           "--seed", "0", "--branch-norms",
+                           "--ablations", "baseline,dfs-gain=0.25,dfs-norm=match"])
+    base, gain, match = results
+    for r in results:
+        assert set(r["branch_norms_init"]) == {"h_bfs_norm", "h_dfs_norm"}, r["variant"]
+        assert "h_dfs_norm" in r["curve"][-1], r["variant"]
+    # Same seed, same BFS branch at init: only h_DFS differs between the variants.
+    assert gain["branch_norms_init"]["h_bfs_norm"] == pytest.approx(
+        base["branch_norms_init"]["h_bfs_norm"], rel=1e-5)
+    assert gain["branch_norms_init"]["h_dfs_norm"] < base["branch_norms_init"]["h_dfs_norm"]
+    for point in (match["branch_norms_init"], match["curve"][-1]):
+        assert point["h_dfs_norm"] == pytest.approx(point["h_bfs_norm"], rel=1e-5)
