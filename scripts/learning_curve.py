@@ -266,13 +266,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "for the BFS layers' only (as DyGLibLayer has it)")
     p.add_argument("--dfs-gain", dest="dfs_gain", type=float, default=1.0,
                    help="tBDFS only: multiply the path aggregator's output map W_O by this at "
-                        "initialisation (at 1, |h_DFS| starts ~3.7x |h_BFS| on CollegeMsg; "
-                        "0.25 starts them level)")
+                        "initialisation (at 1, |h_DFS| starts about 3x |h_BFS| on CollegeMsg; "
+                        "0.25 starts it at or below |h_BFS|)")
     p.add_argument("--dfs-norm", dest="dfs_norm", default="off", choices=["off", "match"],
                    help="tBDFS only: match rescales h_DFS, root by root, to the norm of its "
                         "h_BFS before the blend, so neither branch can outgrow the other")
     p.add_argument("--branch-norms", dest="branch_norms", action="store_true",
-                   help="tBDFS only: at every checkpoint, record the mean L2 norms of h_BFS "
+                   help="tBDFS only: at initialisation and at every checkpoint, record the mean L2 norms of h_BFS "
                         "and h_DFS on the first validation batch (curve rows' 'h_bfs_norm', "
                         "'h_dfs_norm')")
     p.add_argument("--hidden-dim", dest="hidden_dim", type=int, default=100)
