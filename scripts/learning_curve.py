@@ -346,9 +346,15 @@ class Run:
         return [(self.data.src[rows[i:i + bs]], self.data.dst[rows[i:i + bs]], neg[i:i + bs],
                  t[i:i + bs]) for i in range(0, len(rows), bs)]
 
-    def embed(self, model, sampler, item, remap: bool):
+    @staticmethod
+    def sample(sampler, item):
+        """The batch of an item's sources, destinations and negatives, at the links' times."""
         src, dst, neg, t = item
-        batch = sampler.sample(np.concatenate([src, dst, neg]), np.concatenate([t, t, t]))
+        return sampler.sample(np.concatenate([src, dst, neg]), np.concatenate([t, t, t]))
+
+    def embed(self, model, sampler, item, remap: bool):
+        src = item[0]
+        batch = self.sample(sampler, item)
         if remap:  # the training graph numbers its interactions 0..; map to dataset rows
             rows = self.train_rows_t
             for table in batch.layers:
@@ -410,8 +416,7 @@ def add_dfs_norm(model: nn.Module) -> None:
 @torch.no_grad()
 def branch_norms(run: "Run", model: nn.Module, item) -> Dict[str, float]:
     """Mean L2 norms of h_BFS and h_DFS over the roots of one evaluation batch."""
-    src, dst, neg, t = item
-    batch = run.eval_sampler.sample(np.concatenate([src, dst, neg]), np.concatenate([t, t, t]))
+    batch = run.sample(run.eval_sampler, item)
     model.eval()
     _, att = model(batch, run.node_feat, run.edge_feat, get_attention=True)
     model.train()

@@ -12,10 +12,16 @@ pytest.importorskip("dgl")  # the script's DyGLib layer runs on DGL blocks
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "learning_curve.py"
 
 
-def test_every_patched_ablation_runs_on_a_synthetic_graph(capsys):
-    spec = importlib.util.spec_from_file_location("learning_curve_for_tests", SCRIPT)
+def load_script(name: str):
+    """A fresh copy of the script as a module (each test patches its own)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPT)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    return script
+
+
+def test_every_patched_ablation_runs_on_a_synthetic_graph(capsys):
+    script = load_script("learning_curve_for_tests")
     ablations = ["baseline", "empty=pad", "empty=pad-raw", "empty=pad-deep", "attn-res=on",
                  "layer=dyglib", "time-enc=dyglib-f32"]
     results = script.main(["--data", "synthetic", "--alpha", "1", "--fanouts", "3,3",
@@ -39,9 +45,7 @@ def test_the_dfs_branch_options_scale_h_dfs(capsys):
     """tBDFS-only options (issue 14's branch-balance ablations): ``--dfs-norm match`` gives
     every root an h_DFS as long as its h_BFS, ``--dfs-gain`` shrinks h_DFS at init, and
     ``--branch-norms`` records both norms at init and at each checkpoint."""
-    spec = importlib.util.spec_from_file_location("learning_curve_for_tests_dfs", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("learning_curve_for_tests_dfs")
     results = script.main(["--data", "synthetic", "--alpha", "0.5", "--fanouts", "3,3",
                            "--batch-size", "50", "--steps", "2", "--eval-batches", "1",
                            "--seed", "0", "--branch-norms",
