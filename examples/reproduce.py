@@ -5,7 +5,9 @@ paper's protocol: chronological 70/15/15 split, one random negative per positive
 ``--eval-negatives``/``--eval-candidates``), early
 stopping on validation AP, test with the best weights.  Every finished run appends one JSON
 line to the results file (default ``docs/results/runs.jsonl``); a restart skips finished
-runs.  The report (``docs/results.md``, ``docs/alpha_sweep.png``,
+runs, and a run stopped midway resumes after its last finished epoch (its training state
+is saved after every epoch in ``resume/`` beside the results file; ``--no-resume`` turns
+that off).  The report (``docs/results.md``, ``docs/alpha_sweep.png``,
 ``docs/training_curves.png``) is regenerated from the results file after every grid, or on
 its own with ``--report-only``.
 
@@ -116,6 +118,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         "committed report)")
     p.add_argument("--results", default=None,
                    help="results file (default: <out-dir>/results/runs.jsonl)")
+    p.add_argument("--state-dir", default=None,
+                   help="where each run in progress keeps its training state after every "
+                        "epoch, so that a stopped run resumes there instead of starting over "
+                        "(default: resume/ beside the results file; git ignores it)")
+    p.add_argument("--no-resume", action="store_true",
+                   help="neither save nor resume training states")
     p.add_argument("--data-dir", default=None,
                    help="dataset folder (default $TBDFS_DATA_DIR, else ../shared/data)")
     p.add_argument("--report-only", action="store_true",
@@ -231,7 +239,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     failed = 0
     interrupted = False
     if not args.report_only:
-        from reproduce_lib.runner import run_one
+        from reproduce_lib.runner import remove_state, run_one, state_path
 
         hardware = _hardware(args)
         if args.shard:
@@ -240,6 +248,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             index, count = _parse_shard(args.shard)
             specs = specs[index::count]
         done = store.done()
+        state_dir = Path(args.state_dir) if args.state_dir else results.parent / "resume"
         todo = [s for s in specs if s.key not in done]
         bar = _bar(len(specs), len(specs) - len(todo), budget.name, args.no_progress)
         say = bar.write if hasattr(bar, "write") else print
@@ -249,8 +258,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         try:
             for spec in todo:
                 bar.set_postfix_str(spec.describe())
+                resume = None if args.no_resume else state_path(spec, state_dir)
                 try:
-                    rec = run_one(spec, args.data_dir, log=log, hardware=hardware)
+                    rec = run_one(spec, args.data_dir, log=log, hardware=hardware,
+                                  resume=resume)
                 except KeyboardInterrupt:
                     raise
                 except Exception as err:  # noqa: BLE001 - keep the grid going, report it
@@ -263,6 +274,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     bar.update(1)
                     continue
                 store.append(rec)
+                remove_state(resume)
                 test = rec["test"]["transductive"]
                 mrr = f", MRR {test['mrr']:.4f}" if "mrr" in test else ""
                 say(f"done {spec.describe()}: test AP {test['ap']:.4f}{mrr}, "
@@ -271,7 +283,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 bar.update(1)
         except KeyboardInterrupt:
             interrupted = True
-            say("interrupted: finished runs are saved; rerun the same command to continue")
+            say("interrupted: finished runs are saved" + (
+                "" if args.no_resume else f", the run in progress resumes from its last epoch "
+                f"(states in {state_dir})") + "; rerun the same command to continue")
         finally:
             bar.close()
     if not args.no_report:

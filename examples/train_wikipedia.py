@@ -180,6 +180,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         "process-wide): ~1.5x faster CPU steps for wide models (width 172), "
                         "~40%% more peak memory; no gain at the defaults")
     t.add_argument("--save-dir", default="runs/train_wikipedia")
+    t.add_argument("--resume", action="store_true",
+                   help="save each run's training state after every epoch "
+                        "(<save-dir>/<run>/training.state) and go on from a state already "
+                        "there: a stopped run resumes after its last epoch, a finished one "
+                        "only tests again (TrainConfig.resume_path; one process only)")
     t.add_argument("--graph-dir", default=None,
                    help="save the sampler graphs here and sample from memory-mapped copies "
                         "(distributed runs default to a temporary folder)")
@@ -220,6 +225,11 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     checkpoint's settings apply)."""
     if not args.eval_only:
         refuse_bad_settings(p, args, lambda: train_config(args, "random", 1, save_dir=None))
+    if args.resume and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        p.error("--resume is for one-process runs; a distributed run (WORLD_SIZE > 1) "
+                "cannot resume")
+    if args.resume and args.eval_only:
+        p.error("--resume trains; --eval-only trains nothing: use one or the other")
 
 
 def refuse_bad_settings(p: argparse.ArgumentParser, args: argparse.Namespace,
@@ -340,7 +350,9 @@ def train_config(args: argparse.Namespace, eval_negatives: str, eval_candidates:
                        val_events=args.val_events, test_events=args.test_events,
                        eval_negatives=eval_negatives, eval_candidates=eval_candidates,
                        retain_memory=args.retain_memory, save_dir=save_dir,
-                       progress=not args.no_progress, graph_dir=args.graph_dir)
+                       progress=not args.no_progress, graph_dir=args.graph_dir,
+                       resume_path=(os.path.join(save_dir, "training.state")
+                                    if args.resume and save_dir else None))
 
 
 def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: str,

@@ -101,7 +101,7 @@ def test_interrupt_keeps_finished_runs_only(tmp_path, monkeypatch):
     calls = []
     interrupt = [True]
 
-    def fake(spec, data_dir=None, log=print, hardware=None):
+    def fake(spec, data_dir=None, log=print, hardware=None, resume=None):
         calls.append(spec.key)
         if len(calls) == 2 and interrupt[0]:
             interrupt[0] = False
@@ -121,7 +121,7 @@ def test_interrupt_keeps_finished_runs_only(tmp_path, monkeypatch):
 
 
 def test_failed_run_is_not_recorded(tmp_path, monkeypatch):
-    def fake(spec, data_dir=None, log=print, hardware=None):
+    def fake(spec, data_dir=None, log=print, hardware=None, resume=None):
         if spec.variant.name == "tgat":
             raise FileNotFoundError("no such dataset")
         return _fake_record(spec)
@@ -261,7 +261,7 @@ def test_shards_own_fixed_shares_that_together_cover_the_grid(tmp_path, monkeypa
     ran = {0: [], 1: []}
     shard = [0]
 
-    def fake(spec, data_dir=None, log=print, hardware=None):
+    def fake(spec, data_dir=None, log=print, hardware=None, resume=None):
         ran[shard[0]].append(spec.key)
         return _fake_record(spec)
 
@@ -382,9 +382,9 @@ def test_hardware_options_reach_the_trainer_and_the_record(tmp_path, monkeypatch
     seen = []
     real = runner.run_one
 
-    def spy(spec, data_dir=None, log=print, hardware=runner.Hardware()):
+    def spy(spec, data_dir=None, log=print, hardware=runner.Hardware(), resume=None):
         seen.append(hardware)
-        return real(spec, data_dir, log, hardware)
+        return real(spec, data_dir, log, hardware, resume)
 
     monkeypatch.setattr(runner, "run_one", spy)
     args = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "tgat",
@@ -400,6 +400,61 @@ def test_hardware_options_reach_the_trainer_and_the_record(tmp_path, monkeypatch
     assert runner.train_config(G.BUDGETS["smoke"], 0, hw).compile_mode == "reduce-overhead"
     with pytest.raises(SystemExit, match="--compile-mode needs --compile"):
         reproduce.main(args + ["--compile-mode", "reduce-overhead"])
+
+
+def test_a_run_stopped_midway_resumes_from_its_last_epoch(tmp_path, monkeypatch):
+    from tbdfs_dgl.linkpred import LinkPredictionTrainer
+
+    base = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "tbdfs",
+            "--epochs", "3", "--no-progress", "--quiet", "--no-report"]
+    assert reproduce.main(base + ["--out-dir", str(tmp_path / "straight")]) == 0
+    (straight,) = _lines(tmp_path / "straight" / "results" / "runs.jsonl")
+
+    real_epoch = LinkPredictionTrainer.train_epoch
+
+    def killed_at_2(self, epoch):
+        if epoch == 2:
+            raise KeyboardInterrupt
+        return real_epoch(self, epoch)
+
+    out = tmp_path / "stopped"
+    monkeypatch.setattr(LinkPredictionTrainer, "train_epoch", killed_at_2)
+    assert reproduce.main(base + ["--out-dir", str(out)]) == 130
+    states = sorted(p.name for p in (out / "results" / "resume").rglob("*") if p.is_file())
+    assert states == ["synthetic__tbdfs__seed0.code.json", "synthetic__tbdfs__seed0.state"]
+    assert not (out / "results" / "runs.jsonl").exists()
+    monkeypatch.setattr(LinkPredictionTrainer, "train_epoch", real_epoch)
+    assert reproduce.main(base + ["--out-dir", str(out)]) == 0
+    (resumed,) = _lines(out / "results" / "runs.jsonl")
+    assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in straight["history"]]
+    assert resumed["test"] == straight["test"]
+    assert resumed["resumed"]["at_epoch"] == 2 and "resumed" not in straight
+    assert resumed["wall_seconds"] > resumed["resumed"]["earlier_seconds"] > 0
+    assert not [p for p in (out / "results" / "resume").rglob("*") if p.is_file()]
+
+
+def test_a_state_of_other_package_sources_is_refused(tmp_path, monkeypatch):
+    from tbdfs_dgl.linkpred import LinkPredictionTrainer
+
+    args = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "tgat", "--epochs",
+            "2", "--out-dir", str(tmp_path), "--no-progress", "--quiet", "--no-report"]
+    real_epoch = LinkPredictionTrainer.train_epoch
+
+    def killed_at_1(self, epoch):
+        if epoch == 1:
+            raise KeyboardInterrupt
+        return real_epoch(self, epoch)
+
+    monkeypatch.setattr(LinkPredictionTrainer, "train_epoch", killed_at_1)
+    assert reproduce.main(args) == 130
+    (sidecar,) = (tmp_path / "results" / "resume").rglob("*.code.json")
+    sidecar.write_text(json.dumps(dict(json.loads(sidecar.read_text()), package_sha="0" * 12)))
+    monkeypatch.setattr(LinkPredictionTrainer, "train_epoch", real_epoch)
+    with pytest.raises(ValueError, match="other package sources.*delete .* to start it over"):
+        reproduce.main(args + ["--fail-fast"])
+    # Without resuming, the run starts over and leaves the stale state alone.
+    assert reproduce.main(args + ["--no-resume"]) == 0
+    assert sidecar.exists() and len(_lines(tmp_path / "results" / "runs.jsonl")) == 1
 
 
 def _curve_record(dataset, variant, seed, curve, cap=50, budget="full"):

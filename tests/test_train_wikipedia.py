@@ -32,7 +32,29 @@ def test_offline_run_falls_back_to_synthetic_and_names_it(tmp_path, monkeypatch,
     assert (tmp_path / "out" / "tbdfs-alpha-0.5" / "best.pt").exists()
 
 
+def test_resume_keeps_each_runs_state_and_a_finished_run_only_tests_again(tmp_path,
+                                                                         monkeypatch, capsys):
+    monkeypatch.setenv("TBDFS_DATA_DIR", str(tmp_path / "no-data-here"))
+    argv = ["train_wikipedia.py", "--no-download", "--max-batches", "2", "--hidden-dim", "8",
+            "--time-dim", "8", "--fanouts", "3,3", "--alpha", "0.5", "--epochs", "2",
+            "--no-progress", "--resume", "--save-dir", str(tmp_path / "out")]
+    runs = []
+    for _ in range(2):
+        monkeypatch.setattr(sys, "argv", argv)
+        runpy.run_path(str(ROOT / "examples" / "train_wikipedia.py"), run_name="__main__")
+        runs.append(json.loads((tmp_path / "out" / "metrics.json").read_text())["runs"][0])
+    out = capsys.readouterr().out
+    assert (tmp_path / "out" / "tbdfs-alpha-0.5" / "training.state").exists()
+    assert "resumed from" in out and "2 epoch(s) done" in out and "only the final tests" in out
+    assert runs[1]["history"] == runs[0]["history"] and runs[1]["test"] == runs[0]["test"]
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "examples" / "train_wikipedia.py"), run_name="__main__")
+    assert exit_.value.code == 2 and "--resume is for one-process runs" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("flags, message", [
+    (["--resume", "--eval-only", "best.pt"], "--resume trains; --eval-only trains nothing"),
     (["--fanouts", "a,b"], "--fanouts must be comma-separated integers"),
     (["--fanouts", "0,10"], "fanouts must be a non-empty sequence of integers >= 1"),
     (["--alpha", "0.5,x"], "--alpha takes numbers in"),

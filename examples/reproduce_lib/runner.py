@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import math
 import os
 import platform
+import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from tbdfs_dgl.nn import cpu_gemm_backend
 
 from .grid import VARIANTS, Budget, RunSpec
 
-__all__ = ["get_dataset", "run_one", "Hardware", "model_kwargs", "train_config", "code_version",
+__all__ = ["get_dataset", "run_one", "state_path", "remove_state", "Hardware", "model_kwargs", "train_config", "code_version",
            "measure_speed", "SpeedSample", "estimate_grid"]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,15 +159,63 @@ def _mean(xs: Sequence[float]) -> Optional[float]:
     return float(np.mean(xs)) if len(xs) else None
 
 
+def state_path(spec: RunSpec, state_dir: os.PathLike) -> Path:
+    """Where ``spec``'s training state is kept while it runs (one file per run; the
+    budget's name goes into a folder name, so its brackets and commas are replaced)."""
+    budget = re.sub(r"[^A-Za-z0-9._-]+", "_", spec.budget.name)
+    return Path(state_dir) / budget / f"{spec.dataset}__{spec.variant.name}__seed{spec.seed}.state"
+
+
+def _code_of_state(path: Path, code: Dict[str, Any]) -> Dict[str, Any]:
+    """The code version that started the run whose state is at ``path``; a new run
+    records ``code`` beside the state.
+
+    A run resumed under other package sources would mix two models' math in one record:
+    refused, with what to do.
+    """
+    sidecar = path.with_suffix(".code.json")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sidecar.write_text(json.dumps(code, sort_keys=True) + "\n")
+        return code
+    try:
+        started = json.loads(sidecar.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: its code record {sidecar} is missing or unreadable "
+                         f"({err}); delete {path} to start the run over") from err
+    if started.get("package_sha") != code.get("package_sha"):
+        raise ValueError(
+            f"{path} was written by other package sources (commit "
+            f"{started.get('git_commit')}, sources {started.get('package_sha')}; now "
+            f"{code.get('git_commit')}, {code.get('package_sha')}): check out commit "
+            f"{started.get('git_commit')} to finish the run, or delete {path} to start it over")
+    return started
+
+
+def remove_state(path: Optional[Path]) -> None:
+    """Delete a recorded run's state and its code record."""
+    if path is not None:
+        for p in (path, path.with_suffix(".code.json")):
+            if p.exists():
+                p.unlink()
+
+
 def run_one(spec: RunSpec, data_dir: Optional[str] = None,
             log: Callable[[str], None] = print,
-            hardware: Hardware = Hardware()) -> Dict[str, Any]:
-    """Train and test one run of the grid on ``hardware``; return its record (nothing is
-    written here)."""
+            hardware: Hardware = Hardware(),
+            resume: Optional[Path] = None) -> Dict[str, Any]:
+    """Train and test one run of the grid on ``hardware``; return its record.
+
+    With ``resume`` (a :func:`state_path`), the training state is saved there after each
+    epoch and a state already there is resumed (``TrainConfig.resume_path``); the caller
+    deletes it (:func:`remove_state`) once the record is stored.  Nothing else is written.
+    """
     budget = spec.budget
     # Read before training: the sources may change while a run of hours goes on, and
     # the record must name the code that ran, not the code there at its end.
     code = code_version()
+    if resume is not None:
+        code = _code_of_state(Path(resume), code)
     data = get_dataset(spec.dataset, budget.max_events, data_dir)
     full_edges = get_dataset(spec.dataset, None, data_dir).num_edges
     seed_everything(spec.seed)
@@ -173,6 +223,8 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
     model = TBDFSModel(**kwargs)
     n_params = sum(p.numel() for p in model.parameters())
     cfg = train_config(budget, spec.seed, hardware)
+    if resume is not None:
+        cfg.resume_path = str(resume)
     t0 = time.perf_counter()
     split = chronological_split(data, seed=cfg.seed)
     trainer = LinkPredictionTrainer(model, data, cfg, split=split, model_kwargs=kwargs,
@@ -181,7 +233,8 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
         result = trainer.fit()
     finally:
         trainer.close()
-    wall = time.perf_counter() - t0
+    # A resumed run's wall time counts its earlier sessions' training too.
+    wall = time.perf_counter() - t0 + result.earlier_seconds
     hist = result.history
     return {
         "dataset": spec.dataset, "variant": spec.variant.name, "seed": int(spec.seed),
@@ -221,6 +274,9 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
         "compile_mode": hardware.compile_mode, "amp": hardware.amp,
         "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "code": code,
+        **({} if result.resumed_at_epoch is None else {"resumed": {
+            "at_epoch": result.resumed_at_epoch, "earlier_seconds": result.earlier_seconds,
+            "host": platform.node()}}),
         "versions": {"torch": torch.__version__, "numpy": np.__version__},
         # Which library did the CPU's long products (float-level differences only).
         "cpu_gemm": cpu_gemm_backend(),

@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-__all__ = ["save_checkpoint", "load_checkpoint"]
+__all__ = ["save_checkpoint", "load_checkpoint", "write_checked", "read_checked"]
 
 # A checkpoint is this line, one JSON line {"format", "sha256", "size"}, then the
 # torch.save bytes of {"model_kwargs", "state_dict", "extra"}: a truncated, corrupted or
@@ -71,13 +71,8 @@ def save_checkpoint(path: str, model: torch.nn.Module, model_kwargs: Dict[str, A
     extra : dict, optional
         Anything else to keep (epoch, metrics...).
     """
-    import hashlib
     import io
-    import json
 
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    _remove_stale_temps(directory)
     encoding = getattr(model, "time_encoding", None)
     if encoding is not None:  # the formulation itself, whatever the default when loaded
         model_kwargs = dict(model_kwargs, time_encoding=encoding)
@@ -93,13 +88,28 @@ def save_checkpoint(path: str, model: torch.nn.Module, model_kwargs: Dict[str, A
                "extra": extra or {}}
     buf = io.BytesIO()
     torch.save(payload, buf)
-    body = buf.getvalue()
+    write_checked(path, _CKPT_MAGIC, buf.getvalue())
+
+
+def write_checked(path: str, magic: bytes, body: bytes) -> None:
+    """Write ``magic``, a JSON header line with ``body``'s sha256 and size, and ``body`` to
+    ``path`` atomically and durably (temp file, fsync, rename, fsync of the folder).
+
+    :func:`read_checked` reads it back; :func:`save_checkpoint` and the resumable training
+    state (:mod:`.training_state`) are written this way.
+    """
+    import hashlib
+    import json
+
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    _remove_stale_temps(directory)
     header = json.dumps({"format": 1, "sha256": hashlib.sha256(body).hexdigest(),
                          "size": len(body)}).encode() + b"\n"
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f"{_CKPT_TMP}{os.getpid()}-")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(_CKPT_MAGIC + header)
+            f.write(magic + header)
             f.write(body)
             f.flush()
             os.fsync(f.fileno())
@@ -111,33 +121,51 @@ def save_checkpoint(path: str, model: torch.nn.Module, model_kwargs: Dict[str, A
     _fsync_dir(directory)
 
 
-def _read_checkpoint(path: str, map_location: Any) -> Dict[str, Any]:
+def read_checked(path: str, magic: bytes, what: str, plain_ok: bool = False) -> bytes:
+    """The body of a file written by :func:`write_checked` with ``magic``, checked against
+    its header.  A file without ``magic`` is returned whole with ``plain_ok`` (checkpoints
+    of the previous release: a plain ``torch.save``), else refused.
+
+    Raises
+    ------
+    ValueError
+        If the file is empty or (unless ``plain_ok``) does not start with ``magic``, or
+        its header is damaged, or its body is truncated, padded or corrupted (``what``
+        names the kind of file in the message).
+    """
     import hashlib
-    import io
     import json
 
     with open(path, "rb") as f:
         data = f.read()
     if not data:
-        raise ValueError(f"{path}: the checkpoint file is empty (an interrupted save?)")
-    if data.startswith(_CKPT_MAGIC):
-        end = data.find(b"\n", len(_CKPT_MAGIC))
-        try:
-            header = json.loads(data[len(_CKPT_MAGIC):end]) if end > 0 else None
-        except ValueError:
-            header = None
-        if not isinstance(header, dict) or not {"sha256", "size"} <= header.keys():
-            raise ValueError(f"{path}: the checkpoint header is damaged")
-        body = data[end + 1:]
-        if len(body) != header["size"]:
-            raise ValueError(f"{path}: the checkpoint is truncated or padded ({len(body)} "
-                             f"payload bytes, expected {header['size']})")
-        if hashlib.sha256(body).hexdigest() != header["sha256"]:
-            raise ValueError(f"{path}: the checkpoint is corrupted (sha256 of its payload does "
-                             "not match the one stored when it was saved)")
-        source: Any = io.BytesIO(body)
-    else:
-        source = io.BytesIO(data)  # the previous release: a plain torch.save
+        raise ValueError(f"{path}: the {what} file is empty (an interrupted save?)")
+    if not data.startswith(magic):
+        if plain_ok:
+            return data
+        raise ValueError(f"{path}: not a {what} file (it does not start with "
+                         f"{magic.strip().decode()!r})")
+    end = data.find(b"\n", len(magic))
+    try:
+        header = json.loads(data[len(magic):end]) if end > 0 else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or not {"sha256", "size"} <= header.keys():
+        raise ValueError(f"{path}: the {what} header is damaged")
+    body = data[end + 1:]
+    if len(body) != header["size"]:
+        raise ValueError(f"{path}: the {what} is truncated or padded ({len(body)} "
+                         f"payload bytes, expected {header['size']})")
+    if hashlib.sha256(body).hexdigest() != header["sha256"]:
+        raise ValueError(f"{path}: the {what} is corrupted (sha256 of its payload does "
+                         "not match the one stored when it was saved)")
+    return body
+
+
+def _read_checkpoint(path: str, map_location: Any) -> Dict[str, Any]:
+    import io
+
+    source = io.BytesIO(read_checked(path, _CKPT_MAGIC, "checkpoint", plain_ok=True))
     try:
         payload = torch.load(source, map_location=map_location)
     except Exception as err:  # noqa: BLE001 - torch/pickle raise many kinds on bad bytes

@@ -99,6 +99,11 @@ class TrainConfig:
     # Save the sampler graphs here and sample from memory-mapped copies: the ranks of a
     # distributed run share them (default there: a temporary folder; see linkpred.distributed).
     graph_dir: Optional[str] = None
+    # Resume file: after every epoch the whole training state is written here, and a fit
+    # started while the file exists goes on after its last epoch, as if it had not stopped
+    # (tbdfs_dgl.linkpred.training_state).  The caller deletes it once the run is recorded.
+    # One-process runs only.
+    resume_path: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.amp not in (None, "bf16"):

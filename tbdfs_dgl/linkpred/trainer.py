@@ -38,6 +38,8 @@ from .device import check_device
 from .negatives import EvaluationCandidates, NegativeSampler
 from .progress import progress_bar
 from .split import ChronologicalSplit, chronological_split
+from .training_state import (TrainingState, load_training_state, run_identity,
+                             save_training_state)
 
 __all__ = ["LinkPredictionTrainer", "TrainResult", "EpochStats"]
 
@@ -71,10 +73,25 @@ class TrainResult:
     val: Dict[str, Dict[str, float]] = field(default_factory=dict)
     peak_rss_mb: float = 0.0
     peak_gpu_mb: Optional[float] = None  # torch.cuda.max_memory_allocated, CUDA runs only
+    # Resumed runs (TrainConfig.resume_path): the epochs done before this fit, and the wall
+    # seconds that the earlier fits spent on them.
+    resumed_at_epoch: Optional[int] = None
+    earlier_seconds: float = 0.0
 
     def to_dict(self) -> Dict[str, Any]:
         """The result as a plain dict (:func:`dataclasses.asdict`)."""
         return asdict(self)
+
+
+def _to_cpu(obj: Any) -> Any:
+    """``obj`` (an optimiser's state dict) with its tensors copied to the CPU."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
 
 
 def _peak_rss_mb() -> float:
@@ -156,6 +173,9 @@ class LinkPredictionTrainer:
                              and config.compile_mode in ("reduce-overhead", "max-autotune"))
         self._needs_paths = bool(getattr(model, "needs_paths", False))
         self._ddp = None
+        if config.resume_path and self.ranks.distributed:
+            raise ValueError("TrainConfig.resume_path is for one-process runs; a distributed "
+                             "run cannot resume (leave resume_path unset)")
         if self.ranks.distributed:
             self._ddp = distributed.wrap(self.model, self._embed, self.device)
             # Dropout masks of their own per rank (rank 0 keeps the one-process stream).
@@ -481,13 +501,32 @@ class LinkPredictionTrainer:
         return out
 
     def fit(self) -> TrainResult:
-        """Train with early stopping on validation AP; restore the best weights; test."""
+        """Train with early stopping on validation AP; restore the best weights; test.
+
+        With ``config.resume_path`` the training state is saved there after every epoch,
+        and a state already there is resumed (:mod:`.training_state`).
+        """
         cfg = self.config
+        started = time.perf_counter()
         result = TrainResult()
         best_state = None
-        waited = 0
+        waited, first, stopped, earlier = 0, 0, False, 0.0
         self.log(f"split: {self.split.summary()}")
-        for epoch in range(cfg.epochs):
+        state = self._resume() if cfg.resume_path else None
+        if state is not None:
+            result.history = [EpochStats(**e) for e in state.history]
+            result.best_epoch, result.best_val_ap = state.best_epoch, state.best_val_ap
+            best_state, waited, stopped = state.best_state, state.waited, state.stopped
+            first, earlier = state.epochs_done, state.seconds
+            result.resumed_at_epoch, result.earlier_seconds = first, earlier
+            self.log(f"resumed from {cfg.resume_path}: {first} epoch(s) done "
+                     f"(best {result.best_epoch}, val AP {result.best_val_ap:.4f})"
+                     + (", only the final tests remain" if stopped else ""))
+        segments = (state.segments if state is not None else []) + [
+            {"first_epoch": first, "device": str(self.device)}]
+        for epoch in range(first, cfg.epochs):
+            if stopped:
+                break
             t0 = time.perf_counter()
             loss, sample_s, model_s, n = self.train_epoch(epoch)
             t1 = time.perf_counter()
@@ -509,9 +548,14 @@ class LinkPredictionTrainer:
                                                         "config": cfg.to_dict()})
             else:
                 waited += 1
-                if waited >= cfg.patience:
-                    self.log(f"early stop: no better validation AP for {cfg.patience} epochs")
-                    break
+            stopped = waited >= cfg.patience and waited > 0
+            if cfg.resume_path:
+                self._save_state(result, best_state, waited,
+                                 stopped=stopped or epoch + 1 == cfg.epochs,
+                                 seconds=earlier + time.perf_counter() - started,
+                                 segments=segments)
+            if stopped:
+                self.log(f"early stop: no better validation AP for {cfg.patience} epochs")
         if best_state is not None:
             self.model.load_state_dict(best_state)
         result.val = self.evaluate("val")
@@ -520,6 +564,41 @@ class LinkPredictionTrainer:
         if self.device.type == "cuda":
             result.peak_gpu_mb = torch.cuda.max_memory_allocated(self.device) / 2**20
         return result
+
+    # ------------------------------------------------------------------ resuming
+    def _identity(self) -> Dict[str, Any]:
+        return run_identity(self.config.to_dict(), self.model_kwargs, self.split.summary(),
+                            self.data.num_edges)
+
+    def _save_state(self, result: TrainResult, best_state: Optional[Dict[str, torch.Tensor]],
+                    waited: int, stopped: bool, seconds: float,
+                    segments: List[Dict[str, Any]]) -> None:
+        """Write the state after ``result``'s last epoch to ``config.resume_path``: the
+        loop's counters, and the weights, Adam's moments and torch's random state now."""
+        cuda = self.device.type == "cuda"
+        save_training_state(self.config.resume_path, TrainingState(
+            identity=self._identity(), epochs_done=len(result.history), stopped=stopped,
+            history=[asdict(e) for e in result.history], best_epoch=result.best_epoch,
+            best_val_ap=result.best_val_ap, waited=waited, best_state=best_state,
+            model_state={k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            optimizer_state=_to_cpu(self.optimizer.state_dict()),
+            torch_rng=torch.get_rng_state(),
+            cuda_rng=torch.cuda.get_rng_state_all() if cuda else None,
+            seconds=seconds, segments=segments))
+
+    def _resume(self) -> Optional[TrainingState]:
+        """Load ``config.resume_path`` into the model, the optimiser and torch's random
+        state; ``None`` if there is no file yet."""
+        path = self.config.resume_path
+        if not os.path.exists(path):
+            return None
+        state = load_training_state(path, self._identity())
+        self.model.load_state_dict(state.model_state)
+        self.optimizer.load_state_dict(state.optimizer_state)
+        torch.set_rng_state(state.torch_rng)
+        if state.cuda_rng is not None and self.device.type == "cuda":
+            torch.cuda.set_rng_state_all(state.cuda_rng)
+        return state
 
     def close(self) -> None:
         """Stop the prefetching thread."""
