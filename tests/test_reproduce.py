@@ -466,6 +466,16 @@ def _curve_record(dataset, variant, seed, curve, cap=50, budget="full"):
     return rec
 
 
+def test_report_marks_resumed_runs():
+    plain = _curve_record("collegemsg", "tgat", 0, [0.6, 0.7])
+    resumed = dict(_curve_record("collegemsg", "tgat", 1, [0.6, 0.7]),
+                   resumed={"at_epoch": 1, "earlier_seconds": 4.0})
+    text = R._timing_section(R.Results([plain, resumed], "full"))
+    assert text.count("(resumed after 1 epochs)") == 1
+    assert "its wall time is its sessions' together" in text
+    assert "resumed" not in R._timing_section(R.Results([plain], "full"))
+
+
 def test_report_states_convergence_and_which_cells_are_complete(tmp_path, monkeypatch):
     recs = [_curve_record("collegemsg", v, s, [0.6, 0.7, 0.69, 0.68, 0.67, 0.66, 0.65])
             for v in R.MAIN_COMPARISON for s in range(5)]

@@ -339,13 +339,19 @@ def _timing_section(res: Results) -> str:
     per = []
     for r in sorted(res.records, key=lambda r: (r["dataset"], r["variant"], r["seed"])):
         ap = ((r.get("test") or {}).get("transductive") or {}).get("ap")
-        per.append([r["dataset"], r["variant"], str(r["seed"]),
-                    f"{r.get('wall_seconds') or 0.0:.1f}",
+        wall = f"{r.get('wall_seconds') or 0.0:.1f}"
+        if r.get("resumed"):  # stopped midway and resumed (runner.run_one's ``resume``)
+            wall += f" (resumed after {r['resumed']['at_epoch']} epochs)"
+        per.append([r["dataset"], r["variant"], str(r["seed"]), wall,
                     str(r.get("epochs_run", "")), str(r.get("best_epoch", "")),
                     f"{r.get('seconds_per_epoch') or 0:.1f}",
                     "n/a" if not _finite(ap) else f"{100 * ap:.2f}",
                     str(r.get("finished_at", ""))])
     lines.append("\n<details><summary>Every run</summary>\n")
+    if any(r.get("resumed") for r in res.records):
+        lines.append("A run resumed after k epochs was stopped there and went on from its saved "
+                     "training state (as if it had not stopped); its wall time is its "
+                     "sessions' together.\n")
     lines.append(_table(["dataset", "variant", "seed", "wall s", "epochs", "best epoch",
                          "s/epoch", "test AP (%)", "finished (UTC)"], per))
     lines.append("\n</details>\n")
