@@ -124,6 +124,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         "(default: resume/ beside the results file; git ignores it)")
     p.add_argument("--no-resume", action="store_true",
                    help="neither save nor resume training states")
+    p.add_argument("--resume-other-code", action="store_true",
+                   help="resume states that other package sources wrote (refused by "
+                        "default); only after checking that the sources differ in nothing "
+                        "the runs compute: their records name both versions")
     p.add_argument("--data-dir", default=None,
                    help="dataset folder (default $TBDFS_DATA_DIR, else ../shared/data)")
     p.add_argument("--report-only", action="store_true",
@@ -261,7 +265,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 resume = None if args.no_resume else state_path(spec, state_dir)
                 try:
                     rec = run_one(spec, args.data_dir, log=log, hardware=hardware,
-                                  resume=resume)
+                                  resume=resume, other_code_ok=args.resume_other_code)
                 except KeyboardInterrupt:
                     raise
                 except Exception as err:  # noqa: BLE001 - keep the grid going, report it

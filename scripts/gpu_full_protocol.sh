@@ -2,8 +2,9 @@
 # Shards of the full-protocol grid (issue 13) on a GPU machine: torch preinstalled, no DGL,
 # no network.  Builds the extension, then runs N shards of examples/reproduce.py side by side
 # on the one GPU (each shard's sampler on its own CPU threads) until a time limit, and ends
-# with ONE JSON line.  A shard stopped by the limit loses only the run it was in: finished
-# runs are in the results file, and the next call resumes from it.
+# with ONE JSON line.  A shard stopped by the limit loses nothing finished: finished runs
+# are in the results file, and the run it was in has its training state after its last
+# finished epoch, which the next call (here or on a CPU) resumes.
 #
 #   OUT=/tmp/full TBDFS_DATA_DIR=/path/to/data bash scripts/gpu_full_protocol.sh
 #
@@ -11,6 +12,10 @@
 # finished runs are skipped) and is written to $OUT/<budget>_runs.jsonl; copy it back over
 # docs/<budget>/results/runs.jsonl and regenerate the report where matplotlib is:
 #   python examples/reproduce.py --budget <budget> --report-only
+# The states of runs in progress start as a copy of docs/<budget>/results/resume/ (git
+# ignores it: carry it to the machine) and come back packed in $OUT/<budget>_resume.tgz;
+# unpack it where they belong (replacing the older states of the same runs):
+#   tar -xzf <budget>_resume.tgz -C docs/<budget>/results/
 #
 # Settings (environment):
 #   TBDFS_FULL_BUDGET    full-recent (default: [10, 10] recent) or full ([20, 20] uniform)
@@ -44,6 +49,9 @@ else
   : >"$results"
 fi
 before=$(wc -l <"$results")
+states="$OUT/resume"
+mkdir -p "$states"
+[ -d "docs/$BUDGET/results/resume" ] && cp -r "docs/$BUDGET/results/resume/." "$states/"
 # Sampler threads per shard: the CPU cores shared out (the GPU does the model).
 threads=$(( $(nproc) / SHARDS )); [ "$threads" -ge 1 ] || threads=1
 variants=${VARIANTS:+--variants $VARIANTS}
@@ -53,7 +61,8 @@ for i in $(seq 0 $((SHARDS - 1))); do
   # SIGINT: the runner saves nothing half-done and exits 130.
   timeout --signal=INT "$LIMIT" $PY examples/reproduce.py --budget "$BUDGET" \
     --datasets "$DATASETS" $variants --device "$DEVICE" --threads "$threads" \
-    --shard "$i/$SHARDS" --results "$results" --no-report --no-progress $EXTRA \
+    --shard "$i/$SHARDS" --results "$results" --state-dir "$states" --no-report \
+    --no-progress $EXTRA \
     >"$OUT/shard$i.log" 2>&1 &
   pids+=($!)
 done
@@ -61,16 +70,21 @@ rcs=()
 for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
 after=$(wc -l <"$results")
 grep -h "^done \|FAILED" "$OUT"/shard*.log >&2 || true
+# One archive: the machine hands back only a few files.
+in_progress=$(cd "$OUT" && find resume -name '*.state' | sort | tr '\n' ' ')
+tar -C "$OUT" -czf "$OUT/${BUDGET}_resume.tgz" resume && rm -rf "$states"
 step "finished"
-$PY - "$results" "$before" "$after" "$build_rc" "${rcs[*]}" "$BUDGET" "$DEVICE" <<'EOF'
+$PY - "$results" "$before" "$after" "$build_rc" "${rcs[*]}" "$BUDGET" "$DEVICE" \
+  "$in_progress" <<'EOF'
 import json, sys
-path, before, after, build_rc, rcs, budget, device = sys.argv[1:]
+path, before, after, build_rc, rcs, budget, device, in_progress = sys.argv[1:]
 runs = [json.loads(x) for x in open(path) if x.strip()]
 new = runs[int(before):]
 print(json.dumps({
     "budget": budget, "device": device, "build_rc": int(build_rc),
     "shard_rcs": [int(x) for x in rcs.split()], "runs_before": int(before),
     "runs_after": int(after), "results": path,
+    "states_in_progress": in_progress.split(),
     "new_runs": [{"run": f"{r['dataset']}/{r['variant']}/seed{r['seed']}",
                   "test_ap": round(r["test"]["transductive"]["ap"], 4),
                   "epochs": r["epochs_run"], "best": r["best_epoch"],

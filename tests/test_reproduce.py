@@ -101,7 +101,7 @@ def test_interrupt_keeps_finished_runs_only(tmp_path, monkeypatch):
     calls = []
     interrupt = [True]
 
-    def fake(spec, data_dir=None, log=print, hardware=None, resume=None):
+    def fake(spec, data_dir=None, log=print, hardware=None, resume=None, other_code_ok=False):
         calls.append(spec.key)
         if len(calls) == 2 and interrupt[0]:
             interrupt[0] = False
@@ -121,7 +121,7 @@ def test_interrupt_keeps_finished_runs_only(tmp_path, monkeypatch):
 
 
 def test_failed_run_is_not_recorded(tmp_path, monkeypatch):
-    def fake(spec, data_dir=None, log=print, hardware=None, resume=None):
+    def fake(spec, data_dir=None, log=print, hardware=None, resume=None, other_code_ok=False):
         if spec.variant.name == "tgat":
             raise FileNotFoundError("no such dataset")
         return _fake_record(spec)
@@ -261,7 +261,7 @@ def test_shards_own_fixed_shares_that_together_cover_the_grid(tmp_path, monkeypa
     ran = {0: [], 1: []}
     shard = [0]
 
-    def fake(spec, data_dir=None, log=print, hardware=None, resume=None):
+    def fake(spec, data_dir=None, log=print, hardware=None, resume=None, other_code_ok=False):
         ran[shard[0]].append(spec.key)
         return _fake_record(spec)
 
@@ -382,9 +382,10 @@ def test_hardware_options_reach_the_trainer_and_the_record(tmp_path, monkeypatch
     seen = []
     real = runner.run_one
 
-    def spy(spec, data_dir=None, log=print, hardware=runner.Hardware(), resume=None):
+    def spy(spec, data_dir=None, log=print, hardware=runner.Hardware(), resume=None,
+            other_code_ok=False):
         seen.append(hardware)
-        return real(spec, data_dir, log, hardware, resume)
+        return real(spec, data_dir, log, hardware, resume, other_code_ok)
 
     monkeypatch.setattr(runner, "run_one", spy)
     args = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "tgat",
@@ -429,6 +430,8 @@ def test_a_run_stopped_midway_resumes_from_its_last_epoch(tmp_path, monkeypatch)
     assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in straight["history"]]
     assert resumed["test"] == straight["test"]
     assert resumed["resumed"]["at_epoch"] == 2 and "resumed" not in straight
+    assert resumed["resumed"]["segments"] == [{"first_epoch": 0, "device": "cpu"},
+                                              {"first_epoch": 2, "device": "cpu"}]
     assert resumed["wall_seconds"] > resumed["resumed"]["earlier_seconds"] > 0
     assert not [p for p in (out / "results" / "resume").rglob("*") if p.is_file()]
 
@@ -452,9 +455,17 @@ def test_a_state_of_other_package_sources_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(LinkPredictionTrainer, "train_epoch", real_epoch)
     with pytest.raises(ValueError, match="other package sources.*delete .* to start it over"):
         reproduce.main(args + ["--fail-fast"])
-    # Without resuming, the run starts over and leaves the stale state alone.
-    assert reproduce.main(args + ["--no-resume"]) == 0
-    assert sidecar.exists() and len(_lines(tmp_path / "results" / "runs.jsonl")) == 1
+    # Asked to, it resumes under these sources, and the record names both versions.
+    assert reproduce.main(args + ["--resume-other-code"]) == 0
+    (rec,) = _lines(tmp_path / "results" / "runs.jsonl")
+    assert rec["code"]["package_sha"] == "0" * 12
+    assert rec["resumed"]["code"]["package_sha"] == runner.code_version()["package_sha"]
+    assert not sidecar.exists()
+    # Without resuming, nothing is saved.
+    plain = tmp_path / "plain"
+    assert reproduce.main(args[:-5] + ["--out-dir", str(plain), "--no-progress", "--quiet",
+                                       "--no-report", "--no-resume"]) == 0
+    assert not (plain / "results" / "resume").exists()
 
 
 def _curve_record(dataset, variant, seed, curve, cap=50, budget="full"):

@@ -1,4 +1,5 @@
 """Resumable training (TrainConfig.resume_path): a stopped run goes on as if it had not."""
+import io
 import os
 
 import pytest
@@ -7,6 +8,7 @@ import torch
 from tbdfs_dgl import TBDFSModel
 from tbdfs_dgl.data import make_wikipedia_like
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig
+from tbdfs_dgl.linkpred.checkpoints import write_checked
 
 
 @pytest.fixture(scope="module")
@@ -99,5 +101,11 @@ def test_a_damaged_state_is_refused_by_name(small, tmp_path):
         _fit(small, path)
     path.write_bytes(b"")
     with pytest.raises(ValueError, match="training state file is empty"):
+        _fit(small, path)
+    # A state of a version with other fields, under the same format number.
+    buf = io.BytesIO()
+    torch.save({"format": 1, "identity": {}, "a_later_field": 1}, buf)
+    write_checked(str(path), b"TBDFS-TRAINING-STATE\n", buf.getvalue())
+    with pytest.raises(ValueError, match="a training state of another version.*delete it"):
         _fit(small, path)
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".ckpt")]

@@ -166,12 +166,14 @@ def state_path(spec: RunSpec, state_dir: os.PathLike) -> Path:
     return Path(state_dir) / budget / f"{spec.dataset}__{spec.variant.name}__seed{spec.seed}.state"
 
 
-def _code_of_state(path: Path, code: Dict[str, Any]) -> Dict[str, Any]:
+def _code_of_state(path: Path, code: Dict[str, Any], other_code_ok: bool = False
+                   ) -> Dict[str, Any]:
     """The code version that started the run whose state is at ``path``; a new run
     records ``code`` beside the state.
 
-    A run resumed under other package sources would mix two models' math in one record:
-    refused, with what to do.
+    A run resumed under other package sources could mix two models' math in one record:
+    refused, with what to do, unless ``other_code_ok`` (the caller has checked that the
+    sources differ in nothing the run computes; the record then names both versions).
     """
     sidecar = path.with_suffix(".code.json")
     if not path.exists():
@@ -183,12 +185,14 @@ def _code_of_state(path: Path, code: Dict[str, Any]) -> Dict[str, Any]:
     except (OSError, ValueError) as err:
         raise ValueError(f"{path}: its code record {sidecar} is missing or unreadable "
                          f"({err}); delete {path} to start the run over") from err
-    if started.get("package_sha") != code.get("package_sha"):
+    if started.get("package_sha") != code.get("package_sha") and not other_code_ok:
         raise ValueError(
             f"{path} was written by other package sources (commit "
             f"{started.get('git_commit')}, sources {started.get('package_sha')}; now "
             f"{code.get('git_commit')}, {code.get('package_sha')}): check out commit "
-            f"{started.get('git_commit')} to finish the run, or delete {path} to start it over")
+            f"{started.get('git_commit')} to finish the run, or delete {path} to start it "
+            "over (or, having checked that the sources differ in nothing the run computes, "
+            "resume it under these: --resume-other-code)")
     return started
 
 
@@ -203,19 +207,20 @@ def remove_state(path: Optional[Path]) -> None:
 def run_one(spec: RunSpec, data_dir: Optional[str] = None,
             log: Callable[[str], None] = print,
             hardware: Hardware = Hardware(),
-            resume: Optional[Path] = None) -> Dict[str, Any]:
+            resume: Optional[Path] = None, other_code_ok: bool = False) -> Dict[str, Any]:
     """Train and test one run of the grid on ``hardware``; return its record.
 
     With ``resume`` (a :func:`state_path`), the training state is saved there after each
-    epoch and a state already there is resumed (``TrainConfig.resume_path``); the caller
-    deletes it (:func:`remove_state`) once the record is stored.  Nothing else is written.
+    epoch and a state already there is resumed (``TrainConfig.resume_path``; refused if
+    other package sources wrote it, unless ``other_code_ok``); the caller deletes it
+    (:func:`remove_state`) once the record is stored.  Nothing else is written.
     """
     budget = spec.budget
     # Read before training: the sources may change while a run of hours goes on, and
     # the record must name the code that ran, not the code there at its end.
-    code = code_version()
+    now = code = code_version()
     if resume is not None:
-        code = _code_of_state(Path(resume), code)
+        code = _code_of_state(Path(resume), now, other_code_ok)
     data = get_dataset(spec.dataset, budget.max_events, data_dir)
     full_edges = get_dataset(spec.dataset, None, data_dir).num_edges
     seed_everything(spec.seed)
@@ -276,7 +281,9 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
         "code": code,
         **({} if result.resumed_at_epoch is None else {"resumed": {
             "at_epoch": result.resumed_at_epoch, "earlier_seconds": result.earlier_seconds,
-            "host": platform.node()}}),
+            "segments": result.segments,
+            # The sources of this last part, where they are not the ones that started it.
+            **({} if now.get("package_sha") == code.get("package_sha") else {"code": now})}}),
         "versions": {"torch": torch.__version__, "numpy": np.__version__},
         # Which library did the CPU's long products (float-level differences only).
         "cpu_gemm": cpu_gemm_backend(),

@@ -73,10 +73,12 @@ class TrainResult:
     val: Dict[str, Dict[str, float]] = field(default_factory=dict)
     peak_rss_mb: float = 0.0
     peak_gpu_mb: Optional[float] = None  # torch.cuda.max_memory_allocated, CUDA runs only
-    # Resumed runs (TrainConfig.resume_path): the epochs done before this fit, and the wall
-    # seconds that the earlier fits spent on them.
+    # Resumed runs (TrainConfig.resume_path): the epochs done before this fit, the wall
+    # seconds that the earlier fits spent on them, and where each fit trained (first epoch
+    # and device, one entry per fit, this one last).
     resumed_at_epoch: Optional[int] = None
     earlier_seconds: float = 0.0
+    segments: List[Dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         """The result as a plain dict (:func:`dataclasses.asdict`)."""
@@ -522,7 +524,7 @@ class LinkPredictionTrainer:
             self.log(f"resumed from {cfg.resume_path}: {first} epoch(s) done "
                      f"(best {result.best_epoch}, val AP {result.best_val_ap:.4f})"
                      + (", only the final tests remain" if stopped else ""))
-        segments = (state.segments if state is not None else []) + [
+        result.segments = segments = (state.segments if state is not None else []) + [
             {"first_epoch": first, "device": str(self.device)}]
         for epoch in range(first, cfg.epochs):
             if stopped:

@@ -115,7 +115,11 @@ def load_training_state(path: str, identity: Dict[str, Any]) -> TrainingState:
         raise ValueError(f"{path}: training state format {got!r}, this version reads "
                          f"{STATE_FORMAT}; delete the file to start the run over")
     payload.pop("format")
-    state = TrainingState(**payload)
+    try:
+        state = TrainingState(**payload)
+    except TypeError as err:  # fields added or removed without a new format number
+        raise ValueError(f"{path}: a training state of another version ({err}); delete it "
+                         "to start the run over") from err
     if state.identity != identity:
         diff = _differences(state.identity, identity)
         raise ValueError(f"{path} holds the state of another run (differs in: "
