@@ -124,6 +124,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         "(default: resume/ beside the results file; git ignores it)")
     p.add_argument("--no-resume", action="store_true",
                    help="neither save nor resume training states")
+    p.add_argument("--in-progress", action="store_true",
+                   help="only list the budget's runs in progress (their training states): "
+                        "epochs done, best epoch and validation AP, hours so far")
     p.add_argument("--resume-other-code", action="store_true",
                    help="resume states that other package sources wrote (refused by "
                         "default); only after checking that the sources differ in nothing "
@@ -240,6 +243,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.estimate:
         estimate(budget, specs, args)
         return 0
+    state_dir = Path(args.state_dir) if args.state_dir else results.parent / "resume"
+    if args.in_progress:
+        show_in_progress(budget, state_dir)
+        return 0
     failed = 0
     interrupted = False
     if not args.report_only:
@@ -252,7 +259,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             index, count = _parse_shard(args.shard)
             specs = specs[index::count]
         done = store.done()
-        state_dir = Path(args.state_dir) if args.state_dir else results.parent / "resume"
         todo = [s for s in specs if s.key not in done]
         bar = _bar(len(specs), len(specs) - len(todo), budget.name, args.no_progress)
         say = bar.write if hasattr(bar, "write") else print
@@ -307,6 +313,22 @@ def main(argv: Optional[List[str]] = None) -> int:
               "them", file=sys.stderr)
         return 1
     return 0
+
+
+def show_in_progress(budget, state_dir: Path) -> None:
+    """Print one line per run of ``budget`` with a training state in ``state_dir``."""
+    from reproduce_lib.runner import runs_in_progress
+
+    runs = runs_in_progress(budget, state_dir)
+    print(f"budget {budget.name}: {len(runs)} run(s) in progress in {state_dir}")
+    for r in runs:
+        if "error" in r:
+            print(f"  {r['run']}: unreadable ({r['error']})")
+            continue
+        last = "n/a" if r["last_val_ap"] is None else f"{r['last_val_ap']:.4f}"
+        print(f"  {r['run']}: {r['epochs_done']} epoch(s) done, best {r['best_epoch']} (val AP "
+              f"{r['best_val_ap']:.4f}), last val AP {last}, {r['seconds'] / 3600:.2f} h"
+              + ("; only the final tests remain" if r["stopped"] else ""))
 
 
 def _hardware(args: argparse.Namespace):

@@ -403,7 +403,7 @@ def test_hardware_options_reach_the_trainer_and_the_record(tmp_path, monkeypatch
         reproduce.main(args + ["--compile-mode", "reduce-overhead"])
 
 
-def test_a_run_stopped_midway_resumes_from_its_last_epoch(tmp_path, monkeypatch):
+def test_a_run_stopped_midway_resumes_from_its_last_epoch(tmp_path, monkeypatch, capsys):
     from tbdfs_dgl.linkpred import LinkPredictionTrainer
 
     base = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "tbdfs",
@@ -424,6 +424,10 @@ def test_a_run_stopped_midway_resumes_from_its_last_epoch(tmp_path, monkeypatch)
     states = sorted(p.name for p in (out / "results" / "resume").rglob("*") if p.is_file())
     assert states == ["synthetic__tbdfs__seed0.code.json", "synthetic__tbdfs__seed0.state"]
     assert not (out / "results" / "runs.jsonl").exists()
+    capsys.readouterr()
+    assert reproduce.main(base + ["--out-dir", str(out), "--in-progress"]) == 0
+    shown = capsys.readouterr().out
+    assert "1 run(s) in progress" in shown and "synthetic/tbdfs/seed0: 2 epoch(s) done" in shown
     monkeypatch.setattr(LinkPredictionTrainer, "train_epoch", real_epoch)
     assert reproduce.main(base + ["--out-dir", str(out)]) == 0
     (resumed,) = _lines(out / "results" / "runs.jsonl")

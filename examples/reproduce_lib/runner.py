@@ -25,7 +25,7 @@ from tbdfs_dgl.nn import cpu_gemm_backend
 
 from .grid import VARIANTS, Budget, RunSpec
 
-__all__ = ["get_dataset", "run_one", "state_path", "remove_state", "Hardware", "model_kwargs", "train_config", "code_version",
+__all__ = ["get_dataset", "run_one", "state_path", "remove_state", "runs_in_progress", "Hardware", "model_kwargs", "train_config", "code_version",
            "measure_speed", "SpeedSample", "estimate_grid"]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,11 +159,36 @@ def _mean(xs: Sequence[float]) -> Optional[float]:
     return float(np.mean(xs)) if len(xs) else None
 
 
+def _state_folder(budget: Budget, state_dir: os.PathLike) -> Path:
+    """The budget's folder of training states (its name's brackets and commas replaced)."""
+    return Path(state_dir) / re.sub(r"[^A-Za-z0-9._-]+", "_", budget.name)
+
+
 def state_path(spec: RunSpec, state_dir: os.PathLike) -> Path:
-    """Where ``spec``'s training state is kept while it runs (one file per run; the
-    budget's name goes into a folder name, so its brackets and commas are replaced)."""
-    budget = re.sub(r"[^A-Za-z0-9._-]+", "_", spec.budget.name)
-    return Path(state_dir) / budget / f"{spec.dataset}__{spec.variant.name}__seed{spec.seed}.state"
+    """Where ``spec``'s training state is kept while it runs (one file per run)."""
+    return _state_folder(spec.budget, state_dir) / \
+        f"{spec.dataset}__{spec.variant.name}__seed{spec.seed}.state"
+
+
+def runs_in_progress(budget: Budget, state_dir: os.PathLike) -> List[Dict[str, Any]]:
+    """How far each run of ``budget`` with a training state in ``state_dir`` has got:
+    its name, epochs done, best epoch and validation AP, the last epoch's validation AP,
+    wall seconds so far and whether only the final tests remain."""
+    from tbdfs_dgl.linkpred.training_state import read_training_state
+
+    out = []
+    for path in sorted(_state_folder(budget, state_dir).glob("*.state")):
+        try:
+            state = read_training_state(str(path))
+        except ValueError as err:
+            out.append({"run": path.stem, "error": str(err)})
+            continue
+        last = state.history[-1]["val"]["transductive"]["ap"] if state.history else None
+        out.append({"run": path.stem.replace("__", "/"), "epochs_done": state.epochs_done,
+                    "best_epoch": state.best_epoch, "best_val_ap": state.best_val_ap,
+                    "last_val_ap": last, "seconds": state.seconds,
+                    "stopped": state.stopped})
+    return out
 
 
 def _code_of_state(path: Path, code: Dict[str, Any], other_code_ok: bool = False

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -25,7 +24,7 @@ import torch
 from .checkpoints import read_checked, write_checked
 
 __all__ = ["TrainingState", "run_identity", "save_training_state", "load_training_state",
-           "remove_training_state"]
+           "read_training_state"]
 
 _STATE_MAGIC = b"TBDFS-TRAINING-STATE\n"
 STATE_FORMAT = 1
@@ -104,6 +103,24 @@ def load_training_state(path: str, identity: Dict[str, Any]) -> TrainingState:
         format), or it belongs to another run: the message names the settings that differ
         and says to delete the file to start the run over.
     """
+    state = read_training_state(path)
+    if state.identity != identity:
+        diff = _differences(state.identity, identity)
+        raise ValueError(f"{path} holds the state of another run (differs in: "
+                         f"{', '.join(diff)}); delete it to start this run over, or run "
+                         "with the settings that wrote it")
+    return state
+
+
+def read_training_state(path: str) -> TrainingState:
+    """Read the state at ``path`` whatever run it belongs to (e.g. to show how far a run
+    in progress is); :func:`load_training_state` to resume one.
+
+    Raises
+    ------
+    ValueError
+        If the file is not a readable training state of this version.
+    """
     body = read_checked(path, _STATE_MAGIC, "training state")
     try:
         payload = torch.load(io.BytesIO(body), map_location="cpu")
@@ -120,11 +137,6 @@ def load_training_state(path: str, identity: Dict[str, Any]) -> TrainingState:
     except TypeError as err:  # fields added or removed without a new format number
         raise ValueError(f"{path}: a training state of another version ({err}); delete it "
                          "to start the run over") from err
-    if state.identity != identity:
-        diff = _differences(state.identity, identity)
-        raise ValueError(f"{path} holds the state of another run (differs in: "
-                         f"{', '.join(diff)}); delete it to start this run over, or run "
-                         "with the settings that wrote it")
     return state
 
 
@@ -140,9 +152,3 @@ def _differences(a: Any, b: Any, prefix: str = "") -> List[str]:
                 out.extend(_differences(a[key], b[key], name + "."))
         return out
     return [] if a == b else [prefix.rstrip(".") or "(the whole identity)"]
-
-
-def remove_training_state(path: Optional[str]) -> None:
-    """Delete a finished run's state file, if there is one."""
-    if path and os.path.exists(path):
-        os.unlink(path)
