@@ -109,3 +109,11 @@ def test_a_damaged_state_is_refused_by_name(small, tmp_path):
     with pytest.raises(ValueError, match="a training state of another version.*delete it"):
         _fit(small, path)
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".ckpt")]
+
+
+def test_a_distributed_run_cannot_resume(small, tmp_path, monkeypatch):
+    from tbdfs_dgl.linkpred import distributed
+
+    monkeypatch.setattr(distributed, "current_ranks", lambda: distributed.Ranks(0, 2))
+    with pytest.raises(ValueError, match="resume_path is for one-process runs"):
+        _fit(small, tmp_path / "run.state")

@@ -132,6 +132,9 @@ class LinkPredictionTrainer:
                  log: Callable[[str], None] = print) -> None:
         self.config = config
         self.ranks = distributed.current_ranks()
+        if config.resume_path and self.ranks.distributed:
+            raise ValueError("TrainConfig.resume_path is for one-process runs; a distributed "
+                             "run cannot resume (leave resume_path unset)")
         self.device = check_device(config.device)
         if config.retain_memory:
             retain_freed_memory()
@@ -175,9 +178,6 @@ class LinkPredictionTrainer:
                              and config.compile_mode in ("reduce-overhead", "max-autotune"))
         self._needs_paths = bool(getattr(model, "needs_paths", False))
         self._ddp = None
-        if config.resume_path and self.ranks.distributed:
-            raise ValueError("TrainConfig.resume_path is for one-process runs; a distributed "
-                             "run cannot resume (leave resume_path unset)")
         if self.ranks.distributed:
             self._ddp = distributed.wrap(self.model, self._embed, self.device)
             # Dropout masks of their own per rank (rank 0 keeps the one-process stream).
