@@ -56,7 +56,7 @@ for p in (ROOT, ROOT / "examples"):
         sys.path.insert(0, str(p))
 
 from reproduce_lib.grid import (BUDGETS, DATASETS, REPORTED_BUDGETS, VARIANTS,  # noqa: E402
-                                make_grid, variant_by_name, with_overrides)
+                                Budget, make_grid, variant_by_name, with_overrides)
 from reproduce_lib.store import ResultsStore  # noqa: E402
 
 
@@ -315,7 +315,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
-def show_in_progress(budget, state_dir: Path) -> None:
+def show_in_progress(budget: Budget, state_dir: Path) -> None:
     """Print one line per run of ``budget`` with a training state in ``state_dir``."""
     from reproduce_lib.runner import runs_in_progress
 

@@ -25,8 +25,9 @@ from tbdfs_dgl.nn import cpu_gemm_backend
 
 from .grid import VARIANTS, Budget, RunSpec
 
-__all__ = ["get_dataset", "run_one", "state_path", "remove_state", "runs_in_progress", "Hardware", "model_kwargs", "train_config", "code_version",
-           "measure_speed", "SpeedSample", "estimate_grid"]
+__all__ = ["get_dataset", "run_one", "state_path", "remove_state", "runs_in_progress",
+           "Hardware", "model_kwargs", "train_config", "code_version", "measure_speed",
+           "SpeedSample", "estimate_grid"]
 
 ROOT = Path(__file__).resolve().parents[2]
 _CACHE: Dict[Tuple[str, Optional[str], Optional[int]], TemporalDataset] = {}
