@@ -132,3 +132,44 @@ def test_training_on_cuda_matches_the_plain_run():
     assert graphs == pytest.approx(compiled, rel=1e-6, abs=0)
     assert compiled[0] == pytest.approx(eager[0], rel=1e-4, abs=0)
     assert compiled == pytest.approx(eager, rel=2e-2, abs=0)
+
+
+def _resumable_fit(path, device, kill_at=None):
+    """Three epochs on ``device`` with a training state at ``path``; with ``kill_at``, the
+    process "dies" when that epoch starts (KeyboardInterrupt)."""
+    torch.manual_seed(0)
+    data = make_wikipedia_like(num_users=60, num_pages=15, num_events=1500, seed=0)
+    cfg = TrainConfig(epochs=3, batch_size=100, max_batches=4, fanouts=(4, 4), device=device,
+                      progress=False, resume_path=str(path))
+    trainer = LinkPredictionTrainer(TBDFSModel(0, 0, 8, 8, dropout=0.2), data, cfg,
+                                    log=lambda s: None)
+    if kill_at is not None:
+        real = trainer.train_epoch
+
+        def train_epoch(epoch):
+            if epoch == kill_at:
+                raise KeyboardInterrupt
+            return real(epoch)
+
+        trainer.train_epoch = train_epoch
+    try:
+        return trainer.fit()
+    finally:
+        trainer.close()
+
+
+def test_a_run_resumes_on_cuda_and_from_a_cpu_state(tmp_path):
+    """A CUDA run stopped after an epoch goes on as the run that did not stop (its RNG
+    state includes CUDA's); a state written on the CPU resumes on CUDA."""
+    straight = _resumable_fit(tmp_path / "straight.state", "cuda")
+    with pytest.raises(KeyboardInterrupt):
+        _resumable_fit(tmp_path / "cut.state", "cuda", kill_at=1)
+    resumed = _resumable_fit(tmp_path / "cut.state", "cuda")
+    assert [h.loss for h in resumed.history] == pytest.approx(
+        [h.loss for h in straight.history], rel=1e-6, abs=0)
+    assert resumed.resumed_at_epoch == 1
+    with pytest.raises(KeyboardInterrupt):
+        _resumable_fit(tmp_path / "moved.state", "cpu", kill_at=1)
+    moved = _resumable_fit(tmp_path / "moved.state", "cuda")
+    assert [s["device"] for s in moved.segments] == ["cpu", "cuda"]
+    assert len(moved.history) == 3 and np.isfinite(moved.history[-1].loss)
