@@ -48,7 +48,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional, Set, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 for p in (ROOT, ROOT / "examples"):
@@ -245,7 +245,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     state_dir = Path(args.state_dir) if args.state_dir else results.parent / "resume"
     if args.in_progress:
-        show_in_progress(budget, state_dir)
+        show_in_progress(budget, state_dir, {"/".join(map(str, key[:2])) + f"/seed{key[2]}"
+                                             for key in store.done()})
         return 0
     failed = 0
     interrupted = False
@@ -260,6 +261,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             specs = specs[index::count]
         done = store.done()
         todo = [s for s in specs if s.key not in done]
+        if not args.no_resume:
+            # A finished run's state left over (e.g. unpacked from a GPU machine's archive
+            # after the run finished there) would never be resumed: delete it.
+            for spec in specs:
+                if spec.key in done:
+                    remove_state(state_path(spec, state_dir))
         bar = _bar(len(specs), len(specs) - len(todo), budget.name, args.no_progress)
         say = bar.write if hasattr(bar, "write") else print
         say(f"budget {budget.name}: {len(specs)} runs in the grid, {len(specs) - len(todo)} "
@@ -315,8 +322,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
-def show_in_progress(budget: Budget, state_dir: Path) -> None:
-    """Print one line per run of ``budget`` with a training state in ``state_dir``."""
+def show_in_progress(budget: Budget, state_dir: Path, finished: Set[str]) -> None:
+    """Print one line per run of ``budget`` with a training state in ``state_dir``
+    (``finished``: the runs already in the results file, as 'dataset/variant/seedS')."""
     from reproduce_lib.runner import runs_in_progress
 
     runs = runs_in_progress(budget, state_dir)
@@ -328,7 +336,9 @@ def show_in_progress(budget: Budget, state_dir: Path) -> None:
         last = "n/a" if r["last_val_ap"] is None else f"{r['last_val_ap']:.4f}"
         print(f"  {r['run']}: {r['epochs_done']} epoch(s) done, best {r['best_epoch']} (val AP "
               f"{r['best_val_ap']:.4f}), last val AP {last}, {r['seconds'] / 3600:.2f} h"
-              + ("; only the final tests remain" if r["stopped"] else ""))
+              + ("; only the final tests remain" if r["stopped"] else "")
+              + ("; already in the results file (the next run of the grid deletes this "
+                 "state)" if r["run"] in finished else ""))
 
 
 def _hardware(args: argparse.Namespace):

@@ -14,7 +14,8 @@
 #   python examples/reproduce.py --budget <budget> --report-only
 # The states of runs in progress start as a copy of docs/<budget>/results/resume/ (git
 # ignores it: carry it to the machine) and come back packed in $OUT/<budget>_resume.tgz;
-# unpack it where they belong (replacing the older states of the same runs):
+# unpack it where they belong (replacing the older states of the same runs; the state of a
+# run that finished there is deleted by the next reproduce.py of the grid):
 #   tar -xzf <budget>_resume.tgz -C docs/<budget>/results/
 #
 # Settings (environment):

@@ -428,6 +428,10 @@ def test_a_run_stopped_midway_resumes_from_its_last_epoch(tmp_path, monkeypatch,
     assert reproduce.main(base + ["--out-dir", str(out), "--in-progress"]) == 0
     shown = capsys.readouterr().out
     assert "1 run(s) in progress" in shown and "synthetic/tbdfs/seed0: 2 epoch(s) done" in shown
+    assert "already in the results file" not in shown
+    state = runner.state_path(reproduce.build(reproduce.parse_args(base))[1][0],
+                              out / "results" / "resume")
+    saved = state.read_bytes()
     monkeypatch.setattr(LinkPredictionTrainer, "train_epoch", real_epoch)
     assert reproduce.main(base + ["--out-dir", str(out)]) == 0
     (resumed,) = _lines(out / "results" / "runs.jsonl")
@@ -438,6 +442,17 @@ def test_a_run_stopped_midway_resumes_from_its_last_epoch(tmp_path, monkeypatch,
                                               {"first_epoch": 2, "device": "cpu"}]
     assert resumed["wall_seconds"] > resumed["resumed"]["earlier_seconds"] > 0
     assert not [p for p in (out / "results" / "resume").rglob("*") if p.is_file()]
+    # A finished run's state brought back from elsewhere is shown as such, then deleted.
+    state.write_bytes(saved)
+    capsys.readouterr()
+    assert reproduce.main(base + ["--out-dir", str(out), "--in-progress"]) == 0
+    assert "2 epoch(s) done" in (shown := capsys.readouterr().out)
+    assert "already in the results file" in shown
+    assert reproduce.main(base + ["--out-dir", str(out)]) == 0
+    assert not state.exists()
+    state.write_bytes(b"")
+    assert reproduce.main(base + ["--out-dir", str(out), "--in-progress"]) == 0
+    assert "unreadable" in capsys.readouterr().out
 
 
 def test_a_state_of_other_package_sources_is_refused(tmp_path, monkeypatch):
