@@ -582,7 +582,7 @@ class LinkPredictionTrainer:
             identity=self._identity(), epochs_done=len(result.history), stopped=stopped,
             history=[asdict(e) for e in result.history], best_epoch=result.best_epoch,
             best_val_ap=result.best_val_ap, waited=waited, best_state=best_state,
-            model_state={k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            model_state=_to_cpu(self.model.state_dict()),
             optimizer_state=_to_cpu(self.optimizer.state_dict()),
             torch_rng=torch.get_rng_state(),
             cuda_rng=torch.cuda.get_rng_state_all() if cuda else None,
