@@ -1,6 +1,7 @@
 """PathEncoder.encode_tree (paths read from the layer tables, shared per instance) against
 PathEncoder.forward (the per-slot reference over a PathBatch of the same sampled tree)."""
 
+import dataclasses
 import math
 
 import dgl
@@ -213,18 +214,30 @@ def _check_same_tree(first, second):
         assert torch.allclose(x, y, rtol=1e-4, atol=1e-5 * max(1.0, y.abs().max().item()))
 
 
+def _whole_times(tables, rt):
+    """The same tree with its times rounded down to multiples of 10, so that gaps repeat."""
+    def down(t):
+        return (t / 10).floor() * 10
+
+    return [dataclasses.replace(t, src_ts=down(t.src_ts)) for t in tables], down(rt)
+
+
 @pytest.mark.parametrize("fanouts", [[3, 2], [2, 3, 2]], ids=lambda f: "x".join(map(str, f)))
 @pytest.mark.parametrize("node_rows", [False, True])
-def test_distinct_edge_projection_equals_per_slot(monkeypatch, fanouts, node_rows):
-    # Wide edge maps on a CPU project each distinct interaction once and gather
-    # (_dedupe_edges); forced on and off on the same inputs, outputs and every gradient
-    # (the edge table's too, made learnable here) agree.
+@pytest.mark.parametrize("whole_times", [False, True], ids=["distinct_gaps", "repeated_gaps"])
+def test_distinct_rows_projection_equals_per_slot(monkeypatch, fanouts, node_rows, whole_times):
+    # Wide maps on a CPU project each distinct interaction and each distinct time gap once
+    # and gather (_dedupe_rows); forced on (whatever the share of distinct keys) and off on
+    # the same inputs, outputs and every gradient (the edge table's too, made learnable
+    # here, and the time encoder's) agree.
     from tbdfs_dgl.nn import NodeRows
     from tbdfs_dgl.nn import path_encoder as pe_mod
 
     seed_all(8)
     blocks, paths, rt = make_tree(5, fanouts, seed=9, empty_roots=(1,))
     tables = tables_of(blocks, fanouts)
+    if whole_times:
+        tables, rt = _whole_times(tables, rt)
     torch.manual_seed(0)
     enc = PathEncoder(NODE_DIM, 16, 2, edge_dim=EDGE_DIM, time_encoder=TimeEncoder(TIME_DIM))
     g = torch.Generator().manual_seed(3)
@@ -234,22 +247,51 @@ def test_distinct_edge_projection_equals_per_slot(monkeypatch, fanouts, node_row
     feat = NodeRows(table, index) if node_rows else table[index]
     query = torch.randn(5, NODE_DIM, generator=g)
     weight = torch.randn(5, 1, 16, generator=g)
+    encoded = []  # the shapes the time encoder was called on
+    enc.time_encoder.register_forward_hook(lambda m, args, out: encoded.append(args[0].dim()))
+    monkeypatch.setattr(pe_mod, "_DEDUPE_MAX_SHARE", 1.0)
     results = []
     for dedupe in (True, False):
-        monkeypatch.setattr(pe_mod, "_dedupe_edges", lambda *a, d=dedupe: d)
+        monkeypatch.setattr(pe_mod, "_dedupe_rows", lambda *a, d=dedupe: d)
+        encoded.clear()
         # (the gathered feat's graph is shared by both passes: keep it for the second)
         results.append(_tree_and_grads(enc, tables, feat, query, rt, edge_feat, weight,
                                        [edge_feat, table], retain=not node_rows))
+        # the hops' gaps: one flat tensor of distinct gaps each, or the [B, n, k] tables
+        assert encoded[-len(fanouts):] == [1 if dedupe else 3] * len(fanouts)
     _check_same_tree(*results)
 
 
+def test_distinct_gaps_are_encoded_only_where_they_repeat(monkeypatch):
+    # Above _DEDUPE_MAX_SHARE distinct gaps the gathers would cost more than they save:
+    # the gaps are then encoded per instance, and the result is the same.
+    from tbdfs_dgl.nn import path_encoder as pe_mod
+
+    seed_all(8)
+    # every slot filled (empty slots all have gap 0, which repeats)
+    blocks, paths, rt = make_tree(5, [3, 2], seed=9, p_neighbour=1.0)
+    tables = tables_of(blocks, [3, 2])
+    assert all(t.mask.all() for t in tables)
+    enc = make_encoder()
+    feat, query, _ = inputs(2, tables[0].num_src, 5, "raw", False, torch.float32)
+    monkeypatch.setattr(pe_mod, "_dedupe_rows", lambda *a: True)
+    encoded = []
+    enc.time_encoder.register_forward_hook(lambda m, args, out: encoded.append(args[0].dim()))
+    for whole_times in (False, True):
+        t, r = _whole_times(tables, rt) if whole_times else (tables, rt)
+        encoded.clear()
+        enc._encode_tree(t, feat, query, r, None, False)
+        # uniform(50, 100) times: all gaps distinct; rounded to tens: the gaps repeat
+        assert encoded[-2:] == ([1, 1] if whole_times else [3, 3])
+
+
 def test_dedupe_rule():  # wide maps, on a CPU, outside autocast only
-    from tbdfs_dgl.nn.path_encoder import _dedupe_edges
+    from tbdfs_dgl.nn.path_encoder import _dedupe_rows
 
     cpu = torch.zeros(3, 172)
-    assert _dedupe_edges(cpu, 172, 172) and not _dedupe_edges(cpu, 4, 4)
+    assert _dedupe_rows(cpu, 172, 172) and not _dedupe_rows(cpu, 4, 4)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert not _dedupe_edges(cpu, 172, 172)
+        assert not _dedupe_rows(cpu, 172, 172)
 
 
 @pytest.mark.parametrize("fanouts", [[3], [3, 2]], ids=lambda f: "x".join(map(str, f)))

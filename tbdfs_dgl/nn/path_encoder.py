@@ -167,12 +167,18 @@ def _dot_per_parent(grad: torch.Tensor, out_par: torch.Tensor) -> torch.Tensor:
 _NARROW_HEAD = 8
 
 
-def _dedupe_edges(edge_feat: torch.Tensor, width: int, out_dim: int) -> bool:
-    """Whether to project edge rows once per distinct interaction: on a CPU (elsewhere the
-    data-dependent ``unique`` would synchronise, and break ``torch.compile``'s static
-    shapes), for maps wide enough that the GEMM rows saved outweigh the sort."""
-    return (edge_feat.device.type == "cpu" and width * out_dim >= 1024
+def _dedupe_rows(key: torch.Tensor, width: int, out_dim: int) -> bool:
+    """Whether to compute an input part once per distinct key (interaction id, time gap)
+    and gather it per instance: on a CPU (elsewhere the data-dependent ``unique`` would
+    synchronise, and break ``torch.compile``'s static shapes), for maps wide enough that the
+    GEMM rows saved outweigh the sort."""
+    return (key.device.type == "cpu" and width * out_dim >= 1024
             and autocast_dtype("cpu") is None and not compiling())
+
+
+# Share of distinct keys above which _encode_tree projects a part per instance after all:
+# the gathers forward and the scatter backward would then cost more than the rows saved.
+_DEDUPE_MAX_SHARE = 0.75
 
 
 def _narrow(v: torch.Tensor) -> bool:
@@ -605,19 +611,20 @@ class PathEncoder(nn.Module):
             elif feat is not None:
                 f = feat[h] if per_hop_feat else feat
                 parts.append((f.index_select(0, flat).view(B, n * k, D), slice(0, D)))
-            edge_rows = None
+            # Parts computed once per distinct key, by column start: (rows, inverse index).
+            shared = {}
             if use_edge:
                 if per_slot_edge:
                     x = edge_feat[L - 1 - h].index_select(0, pos.reshape(-1))  # [B·n, k, E]
                 else:
                     eids = table.eid[pos].clamp(min=0).reshape(-1)
-                    if _dedupe_edges(edge_feat, E, self._out_dim):
+                    if _dedupe_rows(edge_feat, E, self._out_dim):
                         # A batch reaches each interaction many times (Wikipedia, [20, 20]:
                         # ~46k distinct among ~200k slots of hop 2): the value map once
                         # per distinct interaction, then gathered.
                         uniq, inv = torch.unique(eids, return_inverse=True)
                         x_u = edge_feat.index_select(0, uniq).to(wdtype)
-                        x, edge_rows = x_u.index_select(0, inv), (x_u, inv)
+                        x, shared[D] = x_u.index_select(0, inv), (x_u, inv)
                     else:
                         x = edge_feat.index_select(0, eids)
                 parts.append((x.reshape(B, n * k, E).to(wdtype), slice(D, D + E)))
@@ -625,8 +632,19 @@ class PathEncoder(nn.Module):
                 # Gap to the ROOT's time (as forward), in float64 until the encoder.
                 dt = root_t - table.src_ts[child].to(torch.float64)
                 dt = torch.where(c_mask, dt, torch.zeros((), dtype=dt.dtype, device=device))
-                parts.append((self.time_encoder(dt).view(B, n * k, T).to(wdtype),
-                              slice(D + E, D + E + T)))
+                phi = None
+                if _dedupe_rows(dt, T, self._out_dim):
+                    # Gaps repeat (roots of one event share its time, and a tree reaches
+                    # an interaction along several chains; Wikipedia: 3-4 leaves per
+                    # distinct gap at [10, 10] recent, 2-4 at [20, 20] uniform): the
+                    # encoding and its value map once per distinct gap, then gathered.
+                    uniq, inv = torch.unique(dt.reshape(-1), return_inverse=True)
+                    if uniq.numel() <= _DEDUPE_MAX_SHARE * inv.numel():
+                        phi_u = self.time_encoder(uniq).to(wdtype)
+                        phi, shared[D + E] = phi_u.index_select(0, inv), (phi_u, inv)
+                if phi is None:
+                    phi = self.time_encoder(dt).to(wdtype)
+                parts.append((phi.view(B, n * k, T), slice(D + E, D + E + T)))
             parts = merge_narrow(parts)  # one part if all are narrow (width-4 models)
             # Each instance's terms once, for all the paths below it: one GEMM (values)
             # and one batched product with the root's pulled-back query (scores) per input
@@ -643,11 +661,12 @@ class PathEncoder(nn.Module):
                 w_c = self.fc_v.weight[:, c]
                 if per_node and i == 0:
                     pass  # gathered above
-                elif edge_rows is not None and c == slice(D, D + E):
-                    v_e = F.linear(edge_rows[0], w_c).index_select(0, edge_rows[1])
+                elif c.start in shared and c.stop - c.start == x.shape[-1]:
+                    rows, inv = shared[c.start]
+                    v_s = rows_linear(rows, w_c).index_select(0, inv)
                     # In place on a fresh gather (index_select keeps no output for
                     # its backward): no third tensor of v's size.
-                    v = v_e if v is None else v.add_(v_e)
+                    v = v_s if v is None else v.add_(v_s)
                 else:
                     v = rows_linear(x2, w_c, v)
                 if attn:
