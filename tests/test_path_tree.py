@@ -12,6 +12,7 @@ import torch
 from tbdfs_dgl._tables import table_from_block
 from test_model import make_batch
 from tbdfs_dgl.nn import PathAggregator, PathEncoder
+from tbdfs_dgl.nn import _distinct as distinct
 from tbdfs_dgl.nn.time_encoder import TimeEncoder
 
 torch.set_num_threads(1)
@@ -227,11 +228,10 @@ def _whole_times(tables, rt):
 @pytest.mark.parametrize("whole_times", [False, True], ids=["distinct_gaps", "repeated_gaps"])
 def test_distinct_rows_projection_equals_per_slot(monkeypatch, fanouts, node_rows, whole_times):
     # Wide maps on a CPU project each distinct interaction and each distinct time gap once
-    # and gather (_dedupe_rows); forced on (whatever the share of distinct keys) and off on
+    # and gather (nn._distinct); forced on (whatever the share of distinct keys) and off on
     # the same inputs, outputs and every gradient (the edge table's too, made learnable
     # here, and the time encoder's) agree.
     from tbdfs_dgl.nn import NodeRows
-    from tbdfs_dgl.nn import path_encoder as pe_mod
 
     seed_all(8)
     blocks, paths, rt = make_tree(5, fanouts, seed=9, empty_roots=(1,))
@@ -249,10 +249,10 @@ def test_distinct_rows_projection_equals_per_slot(monkeypatch, fanouts, node_row
     weight = torch.randn(5, 1, 16, generator=g)
     encoded = []  # the shapes the time encoder was called on
     enc.time_encoder.register_forward_hook(lambda m, args, out: encoded.append(args[0].dim()))
-    monkeypatch.setattr(pe_mod, "_DEDUPE_MAX_SHARE", 1.0)
+    monkeypatch.setattr(distinct, "MAX_SHARE", 1.0)
     results = []
     for dedupe in (True, False):
-        monkeypatch.setattr(pe_mod, "_dedupe_rows", lambda *a, d=dedupe: d)
+        monkeypatch.setattr(distinct, "pays", lambda *a, d=dedupe: d)
         encoded.clear()
         # (the gathered feat's graph is shared by both passes: keep it for the second)
         results.append(_tree_and_grads(enc, tables, feat, query, rt, edge_feat, weight,
@@ -263,9 +263,8 @@ def test_distinct_rows_projection_equals_per_slot(monkeypatch, fanouts, node_row
 
 
 def test_distinct_gaps_are_encoded_only_where_they_repeat(monkeypatch):
-    # Above _DEDUPE_MAX_SHARE distinct gaps the gathers would cost more than they save:
-    # the gaps are then encoded per instance, and the result is the same.
-    from tbdfs_dgl.nn import path_encoder as pe_mod
+    # Above MAX_SHARE distinct gaps the gathers would cost more than they save: the gaps
+    # are then encoded per instance.
 
     seed_all(8)
     # every slot filled (empty slots all have gap 0, which repeats)
@@ -274,7 +273,7 @@ def test_distinct_gaps_are_encoded_only_where_they_repeat(monkeypatch):
     assert all(t.mask.all() for t in tables)
     enc = make_encoder()
     feat, query, _ = inputs(2, tables[0].num_src, 5, "raw", False, torch.float32)
-    monkeypatch.setattr(pe_mod, "_dedupe_rows", lambda *a: True)
+    monkeypatch.setattr(distinct, "pays", lambda *a: True)
     encoded = []
     enc.time_encoder.register_forward_hook(lambda m, args, out: encoded.append(args[0].dim()))
     for whole_times in (False, True):
@@ -286,12 +285,10 @@ def test_distinct_gaps_are_encoded_only_where_they_repeat(monkeypatch):
 
 
 def test_dedupe_rule():  # wide maps, on a CPU, outside autocast only
-    from tbdfs_dgl.nn.path_encoder import _dedupe_rows
-
     cpu = torch.zeros(3, 172)
-    assert _dedupe_rows(cpu, 172, 172) and not _dedupe_rows(cpu, 4, 4)
+    assert distinct.pays(cpu, 172, 172) and not distinct.pays(cpu, 4, 4)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert not _dedupe_rows(cpu, 172, 172)
+        assert not distinct.pays(cpu, 172, 172)
 
 
 @pytest.mark.parametrize("fanouts", [[3], [3, 2]], ids=lambda f: "x".join(map(str, f)))

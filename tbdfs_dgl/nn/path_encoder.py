@@ -12,6 +12,7 @@ from .._deprecation import renamed_kwargs
 from ._common import (AGG_MODES, WIDTH_RENAMES, NodeRows, check_heads, masked_softmax,
                       reset_attention, resolve_time_encoder)
 from ._compile import compiling
+from . import _distinct
 from ._gemm import rows_linear
 from ._slots import SlotScores, autocast_dtype, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
@@ -165,20 +166,6 @@ def _dot_per_parent(grad: torch.Tensor, out_par: torch.Tensor) -> torch.Tensor:
 
 # Head width up to which _Combine works one head column at a time (on a CPU).
 _NARROW_HEAD = 8
-
-
-def _dedupe_rows(key: torch.Tensor, width: int, out_dim: int) -> bool:
-    """Whether to compute an input part once per distinct key (interaction id, time gap)
-    and gather it per instance: on a CPU (elsewhere the data-dependent ``unique`` would
-    synchronise, and break ``torch.compile``'s static shapes), for maps wide enough that the
-    GEMM rows saved outweigh the sort."""
-    return (key.device.type == "cpu" and width * out_dim >= 1024
-            and autocast_dtype("cpu") is None and not compiling())
-
-
-# Share of distinct keys above which _encode_tree projects a part per instance after all:
-# the gathers forward and the scatter backward would then cost more than the rows saved.
-_DEDUPE_MAX_SHARE = 0.75
 
 
 def _narrow(v: torch.Tensor) -> bool:
@@ -618,13 +605,14 @@ class PathEncoder(nn.Module):
                     x = edge_feat[L - 1 - h].index_select(0, pos.reshape(-1))  # [B·n, k, E]
                 else:
                     eids = table.eid[pos].clamp(min=0).reshape(-1)
-                    if _dedupe_rows(edge_feat, E, self._out_dim):
-                        # A batch reaches each interaction many times (Wikipedia, [20, 20]:
-                        # ~46k distinct among ~200k slots of hop 2): the value map once
-                        # per distinct interaction, then gathered.
-                        uniq, inv = torch.unique(eids, return_inverse=True)
-                        x_u = edge_feat.index_select(0, uniq).to(wdtype)
-                        x, shared[D] = x_u.index_select(0, inv), (x_u, inv)
+                    # A batch reaches each interaction many times (Wikipedia, [20, 20]:
+                    # ~46k distinct among ~200k slots of hop 2): the value map once per
+                    # distinct interaction, then gathered (on a CPU, see _distinct).
+                    rows = (_distinct.distinct_rows(eids)
+                            if _distinct.pays(edge_feat, E, self._out_dim) else None)
+                    if rows is not None:
+                        x_u = edge_feat.index_select(0, rows[0]).to(wdtype)
+                        x, shared[D] = x_u.index_select(0, rows[1]), (x_u, rows[1])
                     else:
                         x = edge_feat.index_select(0, eids)
                 parts.append((x.reshape(B, n * k, E).to(wdtype), slice(D, D + E)))
@@ -632,18 +620,11 @@ class PathEncoder(nn.Module):
                 # Gap to the ROOT's time (as forward), in float64 until the encoder.
                 dt = root_t - table.src_ts[child].to(torch.float64)
                 dt = torch.where(c_mask, dt, torch.zeros((), dtype=dt.dtype, device=device))
-                phi = None
-                if _dedupe_rows(dt, T, self._out_dim):
-                    # Gaps repeat (roots of one event share its time, and a tree reaches
-                    # an interaction along several chains; Wikipedia: 3-4 leaves per
-                    # distinct gap at [10, 10] recent, 2-4 at [20, 20] uniform): the
-                    # encoding and its value map once per distinct gap, then gathered.
-                    uniq, inv = torch.unique(dt.reshape(-1), return_inverse=True)
-                    if uniq.numel() <= _DEDUPE_MAX_SHARE * inv.numel():
-                        phi_u = self.time_encoder(uniq).to(wdtype)
-                        phi, shared[D + E] = phi_u.index_select(0, inv), (phi_u, inv)
-                if phi is None:
-                    phi = self.time_encoder(dt).to(wdtype)
+                # Gaps repeat (see _distinct): on a CPU the encoding and its value map
+                # once per distinct gap, then gathered.
+                phi, rows = _distinct.encode_gaps(self.time_encoder, dt, wdtype, self._out_dim)
+                if rows is not None:
+                    shared[D + E] = rows
                 parts.append((phi.view(B, n * k, T), slice(D + E, D + E + T)))
             parts = merge_narrow(parts)  # one part if all are narrow (width-4 models)
             # Each instance's terms once, for all the paths below it: one GEMM (values)
