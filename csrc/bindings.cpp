@@ -15,6 +15,7 @@
 
 #include "append.h"
 #include "budget.h"
+#include "leaf_merge.h"
 #include "mapped_file.h"
 #include "paths.h"
 #include "sample.h"
@@ -359,6 +360,112 @@ void time_encode_phase_py(const CArray<double>& dt, const CArray<double>& weight
                     num_threads);
 }
 
+// ---- the path encoder's fused last hop (csrc/leaf_merge.h) ----
+// Every array is bound with noconvert(): a converted copy of an output would take the
+// results silently, and one of an input would cost a batch-sized copy.
+using F32 = py::array_t<float, py::array::c_style>;
+using I64 = py::array_t<int64_t, py::array::c_style>;
+
+void check_shape(const py::array& a, const char* name, std::vector<py::ssize_t> shape) {
+  bool ok = a.ndim() == static_cast<py::ssize_t>(shape.size());
+  for (size_t i = 0; ok && i < shape.size(); ++i) ok = a.shape(i) == shape[i];
+  if (ok) return;
+  std::string want, got;
+  for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) got += (i ? ", " : "") + std::to_string(a.shape(i));
+  throw InputError(std::string(name) + " must have shape [" + want + "], got [" + got + "]");
+}
+
+// The shape every argument must agree with, from root [B, W], parent [B * n, H, W] and k;
+// checks alpha, beta, the parts (index values in range) and the thread count.
+LeafShape leaf_shape(const F32& root, const F32& parent, const F32& alpha, const F32& beta,
+                     const std::vector<F32>& rows, const std::vector<I64>& index, int64_t k,
+                     int num_threads, LeafRows& parts) {
+  if (root.ndim() != 2) throw InputError("root must be 2-D [B, W]");
+  if (parent.ndim() != 3) throw InputError("parent must be 3-D [B * n, H, W]");
+  if (k < 1) throw InputError("k must be >= 1");
+  if (num_threads < 1) throw InputError("num_threads must be >= 1");
+  LeafShape s{root.shape(0), 0, k, parent.shape(1), root.shape(1)};
+  if (parent.shape(2) != s.width) throw InputError("parent and root must have the same width");
+  if (s.num_roots == 0 ? parent.shape(0) != 0 : parent.shape(0) % s.num_roots != 0)
+    throw InputError("parent must have a whole number of rows per root");
+  s.per_root = s.num_roots ? parent.shape(0) / s.num_roots * k : 0;
+  const int64_t n = s.leaves();
+  check_shape(alpha, "alpha", {n, s.heads});
+  check_shape(beta, "beta", {n, s.heads});
+  if (rows.size() != index.size()) throw InputError("rows and index must pair up");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].ndim() != 3 || rows[i].shape(1) != s.heads || rows[i].shape(2) != s.width)
+      throw InputError("rows[" + std::to_string(i) + "] must be [U, " +
+                       std::to_string(s.heads) + ", " + std::to_string(s.width) + "]");
+    check_shape(index[i], "index", {n});
+    const int64_t u = rows[i].shape(0);
+    const int64_t* ix = index[i].data();
+    for (int64_t p = 0; p < n; ++p)
+      if (ix[p] < 0 || ix[p] >= u)
+        throw InputError("index[" + std::to_string(i) + "] holds " + std::to_string(ix[p]) +
+                         " at leaf " + std::to_string(p) + ", outside the " +
+                         std::to_string(u) + " rows");
+    parts.rows.push_back(rows[i].data());
+    parts.index.push_back(ix);
+  }
+  return s;
+}
+
+F32& writeable(F32& a, const char* name) {
+  if (!a.writeable()) throw InputError(std::string(name) + " must be writeable");
+  return a;
+}
+
+void leaf_merge_forward_py(const F32& root, const F32& parent, const F32& alpha,
+                           const F32& beta, const std::vector<F32>& rows,
+                           const std::vector<I64>& index,
+                           const std::optional<py::array_t<bool, py::array::c_style>>& keep,
+                           double scale, int64_t k, F32 out, int num_threads) {
+  LeafRows parts;
+  const LeafShape s = leaf_shape(root, parent, alpha, beta, rows, index, k, num_threads, parts);
+  check_shape(out, "out", {s.leaves(), s.width});
+  const uint8_t* kp = nullptr;
+  if (keep) {
+    check_shape(*keep, "keep", {s.leaves(), s.width});
+    kp = reinterpret_cast<const uint8_t*>(keep->data());
+  }
+  float* o = writeable(out, "out").mutable_data();
+  py::gil_scoped_release release;
+  leaf_merge_forward(s, root.data(), parent.data(), alpha.data(), beta.data(), parts, kp,
+                     static_cast<float>(scale), o, num_threads);
+}
+
+void leaf_merge_backward_py(const F32& grad_out, const F32& out, const F32& root,
+                            const F32& parent, const F32& alpha, const F32& beta,
+                            const std::vector<F32>& rows, const std::vector<I64>& index,
+                            bool dropout, double scale, int64_t k, F32 grad_root,
+                            F32 grad_parent, F32 grad_alpha, F32 grad_beta,
+                            std::vector<F32> grad_rows, int num_threads) {
+  LeafRows parts;
+  const LeafShape s = leaf_shape(root, parent, alpha, beta, rows, index, k, num_threads, parts);
+  check_shape(grad_out, "grad_out", {s.leaves(), s.width});
+  check_shape(out, "out", {s.leaves(), s.width});
+  check_shape(grad_root, "grad_root", {s.num_roots, s.width});
+  check_shape(grad_parent, "grad_parent", {parent.shape(0), s.heads, s.width});
+  check_shape(grad_alpha, "grad_alpha", {s.leaves(), s.heads});
+  check_shape(grad_beta, "grad_beta", {s.leaves(), s.heads});
+  if (grad_rows.size() != rows.size()) throw InputError("grad_rows must pair up with rows");
+  std::vector<float*> gr;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    check_shape(grad_rows[i], "grad_rows", {rows[i].shape(0), s.heads, s.width});
+    gr.push_back(writeable(grad_rows[i], "grad_rows").mutable_data());
+  }
+  float* g_root = writeable(grad_root, "grad_root").mutable_data();
+  float* g_parent = writeable(grad_parent, "grad_parent").mutable_data();
+  float* g_alpha = writeable(grad_alpha, "grad_alpha").mutable_data();
+  float* g_beta = writeable(grad_beta, "grad_beta").mutable_data();
+  py::gil_scoped_release release;
+  leaf_merge_backward(s, grad_out.data(), out.data(), parent.data(), alpha.data(), beta.data(),
+                      parts, dropout, static_cast<float>(scale), g_root, g_parent, g_alpha,
+                      g_beta, gr, num_threads);
+}
+
 // Exact reduction of w * dt (same shapes, float64) for the torch path's large phases.
 py::tuple reduce_phases_py(const CArray<double>& w, const CArray<double>& dt) {
   check_1d(w, "w");
@@ -494,6 +601,20 @@ PYBIND11_MODULE(_C, m) {
         py::arg("bias_cos"), py::arg("bias_sin"), py::arg("cos_out").noconvert(),
         py::arg("sin_out").noconvert(), py::arg("num_threads") = 1,
         "Write cos(w dt + b) into cos_out [n, d] and sin(w dt + b) into sin_out.");
+  m.def("leaf_merge_forward", &leaf_merge_forward_py, py::arg("root").noconvert(),
+        py::arg("parent").noconvert(), py::arg("alpha").noconvert(),
+        py::arg("beta").noconvert(), py::arg("rows"), py::arg("index"),
+        py::arg("keep").noconvert(), py::arg("scale"), py::arg("k"),
+        py::arg("out").noconvert(), py::arg("num_threads") = 1,
+        "The path encoder's last hop and merge layer (csrc/leaf_merge.h) into out [N, W].");
+  m.def("leaf_merge_backward", &leaf_merge_backward_py, py::arg("grad_out").noconvert(),
+        py::arg("out").noconvert(), py::arg("root").noconvert(),
+        py::arg("parent").noconvert(), py::arg("alpha").noconvert(),
+        py::arg("beta").noconvert(), py::arg("rows"), py::arg("index"), py::arg("dropout"),
+        py::arg("scale"), py::arg("k"), py::arg("grad_root").noconvert(),
+        py::arg("grad_parent").noconvert(), py::arg("grad_alpha").noconvert(),
+        py::arg("grad_beta").noconvert(), py::arg("grad_rows"), py::arg("num_threads") = 1,
+        "Gradients of leaf_merge_forward (grad_rows zeroed by the caller).");
   m.def("reduce_phases", &reduce_phases_py, py::arg("w"), py::arg("dt"),
         "Exact w * dt = quadrant * pi/2 + y (quadrant in 0..3, |y| <= pi/4), elementwise.");
   py::enum_<Strategy>(m, "Strategy",

@@ -12,7 +12,7 @@ from .._deprecation import renamed_kwargs
 from ._common import (AGG_MODES, WIDTH_RENAMES, NodeRows, check_heads, masked_softmax,
                       reset_attention, resolve_time_encoder)
 from ._compile import compiling
-from . import _distinct
+from . import _distinct, _leaf_merge
 from ._gemm import rows_linear
 from ._slots import SlotScores, autocast_dtype, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
@@ -499,7 +499,11 @@ class PathEncoder(nn.Module):
         The running maximum is a constant to autograd: the result does not depend on it, so
         its exact gradient is zero, and leaving it out saves the backward of the max.
         The states are kept in float32 (or the parameters' dtype if wider), also under
-        autocast.  Shapes depend only on the
+        autocast.  On a CPU, in float32, where every input part of the leaves comes as
+        distinct rows (node rows, interactions, time gaps that repeat), the last hop and
+        ``fc1``'s ReLU layer run as one C++ kernel that applies ``fc1`` per parent and per
+        distinct row instead of per path (:mod:`tbdfs_dgl.nn._leaf_merge`; the same
+        result up to float rounding, and the same dropout draws).  Shapes depend only on the
         tables' shapes and Python loops only over the hops: no host synchronisation, and
         the method traces as one graph under :func:`torch.compile` (with ``use_time=False``
         on CPU, where the time encoder's native kernel is a graph break of its own).
@@ -574,6 +578,11 @@ class PathEncoder(nn.Module):
             out, den = v_root, v_root.new_ones(B, 1, 1)
 
         root_t = root_times.to(device=device, dtype=torch.float64).view(B, 1, 1)
+        # The last hop fused with fc1 (see _leaf_merge), where its kernel runs and every
+        # value part of the leaves comes as distinct rows (checked at the last hop).
+        fuse = (_leaf_merge.available(device, sdtype) and wdtype == sdtype
+                and (self.feat_drop.p < 1.0 or not self.feat_drop.training))
+        hidden = None
         # Depth-d dense layout: [B, n_d] with n_d = k_0·…·k_{d-1}, row-major over the
         # child choices (the slot order); pos = source position of the instance in hop
         # d-1's table (= its destination row in hop d's), present = the instance exists.
@@ -635,19 +644,30 @@ class PathEncoder(nn.Module):
             v = s = None
             # (unless merge_narrow joined the node part with the others)
             per_node = node_v is not None and parts[0][1] == slice(0, D)
+            tabled = [(per_node and i == 0) or (c.start in shared
+                                                 and c.stop - c.start == x.shape[-1])
+                      for i, (x, c) in enumerate(parts)]
+            # The fused last hop takes each part's distinct rows and the leaves' index.
+            leaf_rows = [] if fuse and h == L - 1 and parts and all(tabled) else None
             if per_node:
-                v = node_v.index_select(0, node_ids)
+                if leaf_rows is not None:
+                    leaf_rows.append((node_v, node_ids))
+                else:
+                    v = node_v.index_select(0, node_ids)
             for i, (x, c) in enumerate(parts):
                 x2 = x.reshape(B * n * k, -1)
                 w_c = self.fc_v.weight[:, c]
                 if per_node and i == 0:
                     pass  # gathered above
-                elif c.start in shared and c.stop - c.start == x.shape[-1]:
+                elif tabled[i]:
                     rows, inv = shared[c.start]
-                    v_s = rows_linear(rows, w_c).index_select(0, inv)
-                    # In place on a fresh gather (index_select keeps no output for
-                    # its backward): no third tensor of v's size.
-                    v = v_s if v is None else v.add_(v_s)
+                    if leaf_rows is not None:
+                        leaf_rows.append((rows_linear(rows, w_c), inv))
+                    else:
+                        v_s = rows_linear(rows, w_c).index_select(0, inv)
+                        # In place on a fresh gather (index_select keeps no output for
+                        # its backward): no third tensor of v's size.
+                        v = v_s if v is None else v.add_(v_s)
                 else:
                     v = rows_linear(x2, w_c, v)
                 if attn:
@@ -655,7 +675,9 @@ class PathEncoder(nn.Module):
                     # avoids the slow CPU batched-GEMM shapes of autograd's bmm.
                     s_c = slot_product(SlotScores, x, q_pull[..., c])
                     s = s_c if s is None else s + s_c
-            v = v.view(B, n, k, H, dk) if v is not None else out.new_zeros(B, n, k, H, dk)
+            if leaf_rows is None:
+                v = (v.view(B, n, k, H, dk) if v is not None
+                     else out.new_zeros(B, n, k, H, dk))
             keep = c_mask.unsqueeze(-1)  # [B, n, k, 1]
             if attn:
                 s = (s.view(B, n, k, H).to(sdtype) if s is not None
@@ -681,7 +703,12 @@ class PathEncoder(nn.Module):
                 den = den_par + keep
                 alpha, beta = den_par / den, keep / den
                 den = den.reshape(B, n * k, 1)
-            out = _combine(out, alpha, beta, v.to(out.dtype)).reshape(B, n * k, H, dk)
+            if leaf_rows is not None:
+                hidden = _leaf_merge.leaf_merge(
+                    F.linear(query_feat, self.fc1.weight[:, :D], self.fc1.bias), out, alpha,
+                    beta, leaf_rows, self.fc1.weight[:, D:], self.feat_drop)
+            else:
+                out = _combine(out, alpha, beta, v.to(out.dtype)).reshape(B, n * k, H, dk)
             # A slot holds a chain iff its first node exists and every later child choice
             # is either an existing node or 0 (where an early-ending chain is stored).
             digit0 = torch.arange(k, device=device) == 0
@@ -689,6 +716,8 @@ class PathEncoder(nn.Module):
             valid = valid.reshape(B, n * k)
             pos, present, n = child.reshape(B, n * k), c_mask.reshape(B, n * k), n * k
 
+        if hidden is not None:  # the fused last hop made it
+            return (self.fc2(hidden) if project else hidden), valid
         agg = out.reshape(B, n, H * dk).to(wdtype)
         hidden = _add_relu_dropout_(
             rows_linear(agg.reshape(B * n, H * dk), self.fc1.weight[:, D:]),

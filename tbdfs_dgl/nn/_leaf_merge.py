@@ -1,0 +1,133 @@
+r"""The path encoder's last hop and its merge layer's first linear map as one CPU kernel.
+
+At the last hop, leaf :math:`p` (a child of the chain state :math:`o_q` of its parent
+:math:`q`, under root :math:`b`) ends its path's attention with, per head :math:`m`,
+:math:`a^{(m)}_p = \alpha_{pm} o^{(m)}_q + \beta_{pm} v^{(m)}_p`, where the leaf's value
+:math:`v_p = \sum_i V_i[\iota_i(p)]` is a sum of rows gathered from the input parts'
+distinct rows (a node's, an interaction's, a time gap's value).  The merge layer then takes
+:math:`u_p = \mathrm{dropout}(\mathrm{ReLU}(W_1 [h_b \| a_p] + b_1))`.  Per head, with
+:math:`W_1^{(m)}` the columns of :math:`W_1` that meet head :math:`m`,
+
+.. math::
+    W_1 [h_b \| a_p] + b_1 = r_b + \sum_m \alpha_{pm} P_{qm} + \beta_{pm} \sum_i C_{i,m}[\iota_i(p)]
+
+with :math:`r_b = W_1^{h} h_b + b_1` once per root, :math:`P_{qm} = W_1^{(m)} o^{(m)}_q` once
+per parent and :math:`C_{i,m} = W_1^{(m)} V^{(m)}_i` once per distinct row.  What is left
+per leaf is weighted sums of those rows, the ReLU and the dropout: no per-leaf matrix
+product (the merge layer's product over every path was the largest cost of the branch),
+and no per-leaf tensor but the output, written once (``csrc/leaf_merge.h``).
+"""
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+import torch
+from torch import nn
+
+from ._native import native
+from ._slots import autocast_dtype
+
+__all__ = ["available", "leaf_merge"]
+
+
+def available(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether :func:`leaf_merge` can run: the C++ kernels built, a CPU, float32, outside
+    autocast (and ``torch.compile``, where :func:`~._native.native` says no)."""
+    return (device.type == "cpu" and dtype == torch.float32
+            and autocast_dtype("cpu") is None and native("leaf_merge_forward") is not None)
+
+
+def _np(t: torch.Tensor):
+    return t.detach().contiguous().numpy()
+
+
+class _LeafMerge(torch.autograd.Function):
+    """``out [N, W]`` from ``root [B, W]``, ``parent [B·n, H, W]``, ``alpha``/``beta``
+    ``[N, H]`` and the parts' ``(rows [U_i, H, W], index [N])`` (see the module)."""
+
+    @staticmethod
+    def forward(ctx, root: torch.Tensor, parent: torch.Tensor, alpha: torch.Tensor,
+                beta: torch.Tensor, keep, scale: float, k: int, *parts: torch.Tensor
+                ) -> torch.Tensor:
+        rows, index = list(parts[0::2]), list(parts[1::2])
+        rows = [r.contiguous() for r in rows]
+        index = [i.contiguous() for i in index]
+        root, parent = root.contiguous(), parent.contiguous()
+        alpha, beta = alpha.contiguous(), beta.contiguous()
+        out = root.new_empty(alpha.shape[0], root.shape[1])
+        native("leaf_merge_forward")(
+            _np(root), _np(parent), _np(alpha), _np(beta), [_np(r) for r in rows],
+            [_np(i) for i in index], None if keep is None else _np(keep), scale, k,
+            out.numpy(), torch.get_num_threads())
+        ctx.save_for_backward(out, root, parent, alpha, beta, *rows, *index)
+        ctx.meta = (keep is not None, scale, k, len(rows))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> Tuple:
+        dropout, scale, k, n = ctx.meta
+        out, root, parent, alpha, beta, *rest = ctx.saved_tensors
+        rows, index = rest[:n], rest[n:]
+        grad = grad.contiguous()
+        g_root, g_parent = torch.empty_like(root), torch.empty_like(parent)
+        g_alpha, g_beta = torch.empty_like(alpha), torch.empty_like(beta)
+        g_rows = [torch.zeros_like(r) for r in rows]
+        native("leaf_merge_backward")(
+            _np(grad), _np(out), _np(root), _np(parent), _np(alpha), _np(beta),
+            [_np(r) for r in rows], [_np(i) for i in index], dropout, scale, k,
+            g_root.numpy(), g_parent.numpy(), g_alpha.numpy(), g_beta.numpy(),
+            [g.numpy() for g in g_rows], torch.get_num_threads())
+        part_grads: List = []
+        for g in g_rows:
+            part_grads += [g, None]
+        return (g_root, g_parent, g_alpha, g_beta, None, None, None, *part_grads)
+
+
+def leaf_merge(root_term: torch.Tensor, states: torch.Tensor, alpha: torch.Tensor,
+               beta: torch.Tensor, parts: Sequence[Tuple[torch.Tensor, torch.Tensor]],
+               weight: torch.Tensor, drop: nn.Dropout) -> torch.Tensor:
+    r"""The merge layer's hidden units of every path, fused with the last hop (see the
+    module; only where :func:`available`).
+
+    Parameters
+    ----------
+    root_term : torch.Tensor
+        ``[B, W]``: :math:`W_1^{h} h_b + b_1` per root.
+    states : torch.Tensor
+        ``[B, n, H, d]``: the chain states :math:`o_q` of the last hop's parents.
+    alpha, beta : torch.Tensor
+        ``[B, n, k, H]`` (or ``H = 1``, shared by the heads): each leaf's weights of its
+        parent's state and of its own value.
+    parts : sequence of (torch.Tensor, torch.Tensor)
+        The leaves' value parts: rows ``[U_i, H·d]`` and the ``[B·n·k]`` int64 row of
+        every leaf (absent leaves may point anywhere: their ``beta`` is 0).
+    weight : torch.Tensor
+        ``[W, H·d]``: the columns of :math:`W_1` that meet the attention output.
+    drop : torch.nn.Dropout
+        Dropout on the hidden units (its mask drawn as
+        ``_AddReluDropout`` draws it, so the random stream is the same).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, n·k, W]``.
+    """
+    B, n, H, d = states.shape
+    k = alpha.shape[2]
+    W = weight.shape[0]
+    N = B * n * k
+    w = weight.view(W, H, d)
+    # Per parent and per distinct row, the map of each head's columns: [rows, H, W].
+    parent = torch.einsum("qhd,whd->qhw", states.reshape(B * n, H, d), w)
+    flat: List[torch.Tensor] = []
+    for rows, index in parts:
+        flat += [torch.einsum("uhd,whd->uhw", rows.view(-1, H, d).to(w.dtype), w), index]
+    a = alpha.expand(B, n, k, H).reshape(N, H)
+    b = beta.expand(B, n, k, H).reshape(N, H)
+    p = drop.p if drop.training else 0.0
+    keep, scale = None, 1.0
+    if p > 0.0:
+        keep = torch.empty((N, W), dtype=torch.bool).bernoulli_(1.0 - p)
+        scale = 1.0 / (1.0 - p)
+    out = _LeafMerge.apply(root_term, parent, a, b, keep, scale, k, *flat)
+    return out.view(B, n * k, W)
