@@ -20,7 +20,9 @@ Settings (``--settings``):
 
 Implementations (``--impls``): ``dense`` is the package (dense tables, torch only, any
 device); ``dgl`` is the release-0.1 computation kept as the tests' reference (DGL message
-passing on blocks, the per-slot path encoder; CPU only with PyPI's DGL) — the baseline.
+passing on blocks, the per-slot path encoder; CPU only with PyPI's DGL) — the baseline;
+``torch`` is the package with the extension's CPU kernels switched off (what an install
+without the compiled extension runs), to weigh the kernels in one run.
 
 Examples::
 
@@ -33,6 +35,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -51,7 +54,7 @@ from tbdfs_dgl import TBDFSModel  # noqa: E402
 from tbdfs_dgl.data import (TemporalDataset, default_data_dir, load_dataset,  # noqa: E402
                             make_wikipedia_like)
 from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig  # noqa: E402
-from tbdfs_dgl.nn import cpu_gemm_backend  # noqa: E402
+from tbdfs_dgl.nn import _native, cpu_gemm_backend  # noqa: E402
 
 SETTINGS = {
     "defaults": dict(fanouts=(10, 10), strategy="recent", width=100, time_width=100,
@@ -76,7 +79,9 @@ for _name, _alpha in (("tbdfs", 0.5), ("tgat", 1.0)):
     VARIANTS[f"{_name}-nopad"] = {"alpha": _alpha, "empty_neighbourhood": "zero"}
     VARIANTS[f"{_name}-dyglib"] = {"alpha": _alpha, "attn_residual": True,
                                    "empty_neighbourhood": "padding_node"}
-IMPLS = ("dense", "dgl")
+IMPLS = ("dense", "dgl", "torch")
+#: The implementations compared with ``dense`` round by round when measured with it.
+BASELINES = ("dgl", "torch")
 OFFICIAL_BATCHES_PER_EPOCH = 382  # the official code's Wikipedia epoch (batch 200)
 
 
@@ -89,7 +94,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None, help="default: TBDFS_DATA_DIR or ../shared/data")
     p.add_argument("--settings", default="defaults,official4", help=f"of {', '.join(SETTINGS)}")
     p.add_argument("--variants", default="tbdfs,tgat", help=f"of {', '.join(VARIANTS)}")
-    p.add_argument("--impls", default="dense", help="dense and/or dgl (the baseline)")
+    p.add_argument("--impls", default="dense",
+                   help="of dense, dgl (the release-0.1 computation) and torch (dense with "
+                        "the C++ kernels off)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--compile", action="store_true", help="torch.compile the dense model")
     p.add_argument("--compile-mode", default=None,
@@ -154,6 +161,11 @@ def _trainer(data: TemporalDataset, setting: Dict[str, Any], variant: str, impl:
     return LinkPredictionTrainer(model, data, cfg, log=lambda line: None)
 
 
+def _kernels(impl: str) -> Any:
+    """The context an implementation's batches run in: ``torch`` without the C++ kernels."""
+    return _native.all_disabled() if impl == "torch" else contextlib.nullcontext()
+
+
 def _sync(device: str) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
@@ -188,7 +200,8 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
             tr.config.train_batches = warmup
-            tr.train_epoch(10_000)
+            with _kernels(c[1]):
+                tr.train_epoch(10_000)
             tr.config.train_batches = n_batches
             if cuda:
                 # CUDA graphs ('reduce-overhead') take their memory while warming up, from a
@@ -202,7 +215,8 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
                     torch.cuda.reset_peak_memory_stats()
                 _sync(args.device)
                 t0 = time.perf_counter()
-                _, sample_s, _, n = tr.train_epoch(r)
+                with _kernels(c[1]):
+                    _, sample_s, _, n = tr.train_epoch(r)
                 _sync(args.device)
                 per_batch[c].append((time.perf_counter() - t0) / n)
                 sampling[c].append(sample_s / n)
@@ -241,20 +255,22 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def speedup_rows(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The dgl/dense ratio of every (setting, variant) measured with both implementations,
+    """The baseline/dense ratio of every (setting, variant) measured with ``dense`` and a
+    baseline (``dgl``, ``torch``),
     round by round (rounds alternate the configurations, so each ratio compares two runs
     made under about the same load): median, min and max over rounds."""
     by_key = {(r["setting"], r["variant"], r["impl"]): r for r in results}
     out = []
     for (s, v, impl), dense in by_key.items():
-        dgl = by_key.get((s, v, "dgl"))
-        if impl != "dense" or dgl is None:
-            continue
-        ratios = [b / a for a, b in zip(dense["ms_per_batch_rounds"],
-                                        dgl["ms_per_batch_rounds"])]
-        out.append({"setting": s, "variant": v, "speedup": statistics.median(ratios),
-                    "speedup_min": min(ratios), "speedup_max": max(ratios),
-                    "speedup_rounds": ratios})
+        for baseline in BASELINES:
+            other = by_key.get((s, v, baseline))
+            if impl != "dense" or other is None:
+                continue
+            ratios = [b / a for a, b in zip(dense["ms_per_batch_rounds"],
+                                            other["ms_per_batch_rounds"])]
+            out.append({"setting": s, "variant": v, "baseline": baseline,
+                        "speedup": statistics.median(ratios), "speedup_min": min(ratios),
+                        "speedup_max": max(ratios), "speedup_rounds": ratios})
     return out
 
 
@@ -276,14 +292,18 @@ def main(argv: Optional[List[str]] = None) -> int:
               f"{r['sampling_ms_per_batch']:.1f} | {r['s_per_epoch']:.1f} | "
               f"{r['s_per_official_epoch']:.1f} | {gpu} |")
     speedups = speedup_rows(doc["results"])
-    if speedups:
-        print("\ndense speed-up over the dgl baseline, per round (same load): "
+    for baseline in BASELINES:
+        rows = [r for r in speedups if r["baseline"] == baseline]
+        if not rows:
+            continue
+        print(f"\ndense speed-up over the {baseline} baseline, per round (same load): "
               "median (min-max)")
-        print("| setting | variant | dgl / dense |")
+        print(f"| setting | variant | {baseline} / dense |")
         print("|---|---|---:|")
-        for r in speedups:
+        for r in rows:
             print(f"| {r['setting']} | {r['variant']} | {r['speedup']:.2f}x "
                   f"({r['speedup_min']:.2f}-{r['speedup_max']:.2f}) |")
+    if speedups:
         doc["speedups"] = speedups
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

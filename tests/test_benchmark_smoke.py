@@ -99,9 +99,37 @@ def test_speedup_rows_pair_rounds_and_skip_configurations_without_a_baseline(mod
     rows = [row("tbdfs", "dense", [1.0, 2.0, 4.0]), row("tbdfs", "dgl", [3.0, 5.0, 6.0]),
             row("tgat", "dense", [1.0])]
     (sp,) = mod.speedup_rows(rows)
-    assert (sp["setting"], sp["variant"]) == ("s", "tbdfs")
+    assert (sp["setting"], sp["variant"], sp["baseline"]) == ("s", "tbdfs", "dgl")
     assert sp["speedup_rounds"] == [3.0, 2.5, 1.5]
     assert (sp["speedup"], sp["speedup_min"], sp["speedup_max"]) == (2.5, 1.5, 3.0)
+    # the kernels-off baseline, paired the same way
+    (sp,) = mod.speedup_rows(rows[:1] + [row("tbdfs", "torch", [2.0, 2.0, 2.0])])
+    assert sp["baseline"] == "torch" and sp["speedup_rounds"] == [2.0, 1.0, 0.5]
+
+
+def test_model_benchmark_kernels_off_runs_without_the_extensions_kernels(model_bench,
+                                                                          monkeypatch):
+    # --impls torch: the same dense model, every batch with the C++ kernels switched off.
+    from tbdfs_dgl.nn import _native
+
+    if _native.native("time_encode") is None:
+        pytest.skip("extension not built")
+    used = []
+
+    class Spy:  # records which kernels the layers fetch
+        def __getattr__(self, name):
+            used.append(name)
+            return getattr(real, name)
+
+    real = _native._EXT
+    monkeypatch.setattr(_native, "_EXT", Spy())
+    for impl in ("dense", "torch"):
+        used.clear()
+        doc = model_bench.run(model_bench.parse_args(
+            ["--quick", "--impls", impl, "--settings", "defaults", "--variants", "tbdfs",
+             "--batches", "1", "--batch-size", "20"]))
+        assert [r["impl"] for r in doc["results"]] == [impl]
+        assert bool(used) == (impl == "dense"), used
 
 
 @pytest.fixture(scope="module")

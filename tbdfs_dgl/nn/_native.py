@@ -10,11 +10,12 @@ from typing import Any, Callable, Iterator, Optional, Set
 
 from ._compile import compiling
 
-__all__ = ["native", "disabled"]
+__all__ = ["native", "disabled", "all_disabled"]
 
 _EXT: Any = None
 _LOADED = False
 _DISABLED: Set[str] = set()
+_ALL_DISABLED = 0  # depth of all_disabled() blocks
 
 
 def native(name: str) -> Optional[Callable[..., Any]]:
@@ -31,7 +32,7 @@ def native(name: str) -> Optional[Callable[..., Any]]:
         except ImportError:
             ext = None
         _EXT = ext
-    if _EXT is None or name in _DISABLED:
+    if _EXT is None or name in _DISABLED or _ALL_DISABLED:
         return None
     return getattr(_EXT, name, None)
 
@@ -46,3 +47,15 @@ def disabled(*names: str) -> Iterator[None]:
         yield
     finally:
         _DISABLED.difference_update(added)
+
+
+@contextlib.contextmanager
+def all_disabled() -> Iterator[None]:
+    """Within the block no kernel is used: the layers compute as they do where the
+    extension is not built (``examples/benchmark_model.py --impls torch``)."""
+    global _ALL_DISABLED
+    _ALL_DISABLED += 1
+    try:
+        yield
+    finally:
+        _ALL_DISABLED -= 1
