@@ -15,6 +15,7 @@
 
 #include "append.h"
 #include "budget.h"
+#include "gathered_scores.h"
 #include "leaf_merge.h"
 #include "mapped_file.h"
 #include "paths.h"
@@ -466,6 +467,82 @@ void leaf_merge_backward_py(const F32& grad_out, const F32& out, const F32& root
                       g_beta, gr, num_threads);
 }
 
+// ---- scores of instances whose inputs are table rows (csrc/gathered_scores.h) ----
+// Checks the parts against the scores' [N, H] and the roots' count B = query.shape(0);
+// returns the instances per root.
+int64_t score_parts(const std::vector<F32>& query, const std::vector<F32>& rows,
+                    const std::vector<I64>& index, int64_t n, int64_t heads,
+                    int num_threads, ScoreParts& parts) {
+  if (num_threads < 1) throw InputError("num_threads must be >= 1");
+  if (query.empty()) throw InputError("gathered scores need at least one part");
+  if (query.size() != rows.size() || rows.size() != index.size())
+    throw InputError("query, rows and index must pair up");
+  const int64_t B = query[0].ndim() == 3 ? query[0].shape(0) : -1;
+  if (B < 1 || n % B != 0)
+    throw InputError("query must be [B, H, K] with B >= 1 dividing the instances");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].ndim() != 2) throw InputError("rows must be 2-D [U, K]");
+    const int64_t K = rows[i].shape(1), u = rows[i].shape(0);
+    check_shape(query[i], "query", {B, heads, K});
+    check_shape(index[i], "index", {n});
+    const int64_t* ix = index[i].data();
+    for (int64_t p = 0; p < n; ++p)
+      if (ix[p] < 0 || ix[p] >= u)
+        throw InputError("index[" + std::to_string(i) + "] holds " + std::to_string(ix[p]) +
+                         " at instance " + std::to_string(p) + ", outside the " +
+                         std::to_string(u) + " rows");
+    parts.query.push_back(query[i].data());
+    parts.rows.push_back(rows[i].data());
+    parts.index.push_back(ix);
+    parts.width.push_back(K);
+  }
+  return n / B;
+}
+
+void gathered_scores_forward_py(const std::vector<F32>& query, const std::vector<F32>& rows,
+                                const std::vector<I64>& index, F32 scores, int num_threads) {
+  if (scores.ndim() != 2) throw InputError("scores must be 2-D [N, H]");
+  ScoreParts parts;
+  const int64_t per_root = score_parts(query, rows, index, scores.shape(0), scores.shape(1),
+                                       num_threads, parts);
+  float* out = writeable(scores, "scores").mutable_data();
+  const int64_t B = query[0].shape(0), H = scores.shape(1);
+  py::gil_scoped_release release;
+  gathered_scores_forward(B, per_root, H, parts, out, num_threads);
+}
+
+void gathered_scores_backward_py(const std::vector<F32>& query, const std::vector<F32>& rows,
+                                 const std::vector<I64>& index, const F32& grad_scores,
+                                 std::vector<std::optional<F32>> grad_query,
+                                 std::vector<std::optional<F32>> grad_rows, int num_threads) {
+  if (grad_scores.ndim() != 2) throw InputError("grad_scores must be 2-D [N, H]");
+  ScoreParts parts;
+  const int64_t per_root = score_parts(query, rows, index, grad_scores.shape(0),
+                                       grad_scores.shape(1), num_threads, parts);
+  if (grad_query.size() != rows.size() || grad_rows.size() != rows.size())
+    throw InputError("grad_query and grad_rows must pair up with the parts");
+  std::vector<float*> gq, gr;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    float* q = nullptr;
+    float* r = nullptr;
+    if (grad_query[i]) {
+      check_shape(*grad_query[i], "grad_query", {query[i].shape(0), query[i].shape(1),
+                                                 query[i].shape(2)});
+      q = writeable(*grad_query[i], "grad_query").mutable_data();
+    }
+    if (grad_rows[i]) {
+      check_shape(*grad_rows[i], "grad_rows", {rows[i].shape(0), rows[i].shape(1)});
+      r = writeable(*grad_rows[i], "grad_rows").mutable_data();
+    }
+    gq.push_back(q);
+    gr.push_back(r);
+  }
+  const int64_t B = query[0].shape(0), H = grad_scores.shape(1);
+  const float* g = grad_scores.data();
+  py::gil_scoped_release release;
+  gathered_scores_backward(B, per_root, H, parts, g, gq, gr, num_threads);
+}
+
 // Exact reduction of w * dt (same shapes, float64) for the torch path's large phases.
 py::tuple reduce_phases_py(const CArray<double>& w, const CArray<double>& dt) {
   check_1d(w, "w");
@@ -615,6 +692,14 @@ PYBIND11_MODULE(_C, m) {
         py::arg("grad_parent").noconvert(), py::arg("grad_alpha").noconvert(),
         py::arg("grad_beta").noconvert(), py::arg("grad_rows"), py::arg("num_threads") = 1,
         "Gradients of leaf_merge_forward (grad_rows zeroed by the caller).");
+  m.def("gathered_scores_forward", &gathered_scores_forward_py, py::arg("query"),
+        py::arg("rows"), py::arg("index"), py::arg("scores").noconvert(),
+        py::arg("num_threads") = 1,
+        "scores[p, m] = sum_i query_i[p's root, m] . rows_i[index_i[p]] (gathered_scores.h).");
+  m.def("gathered_scores_backward", &gathered_scores_backward_py, py::arg("query"),
+        py::arg("rows"), py::arg("index"), py::arg("grad_scores").noconvert(),
+        py::arg("grad_query"), py::arg("grad_rows"), py::arg("num_threads") = 1,
+        "Gradients of gathered_scores_forward (grad_rows zeroed by the caller; None skips).");
   m.def("reduce_phases", &reduce_phases_py, py::arg("w"), py::arg("dt"),
         "Exact w * dt = quadrant * pi/2 + y (quadrant in 0..3, |y| <= pi/4), elementwise.");
   py::enum_<Strategy>(m, "Strategy",

@@ -4,28 +4,17 @@
 #include <vector>
 
 #include "parallel.h"
+#include "vector_ops.h"
 
 namespace tbdfs {
 namespace {
 
+using vec::axpy;
+using vec::dot;
+
 // Roots per parallel chunk: a root's leaves (and its parents) belong to one chunk, so the
 // per-root and per-parent sums need no synchronisation.
 constexpr int64_t kMinRoots = 16;
-
-inline void axpy(float a, const float* __restrict x, float* __restrict y, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
-}
-
-// Eight partial sums in a fixed order: vectorisable (a single running sum is a serial
-// chain the compiler may not reorder), and the same result whatever the thread count.
-inline float dot(const float* __restrict x, const float* __restrict y, int64_t n) {
-  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += x[j + l] * y[j + l];
-  for (; j < n; ++j) acc[j & 7] += x[j] * y[j];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
 
 // The gradient reaching the pre-activation of leaf p: grad where the output passed the
 // ReLU (and dropout: a dropped entry is 0), times the dropout scale.

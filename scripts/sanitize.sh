@@ -47,7 +47,8 @@ export TBDFS_EXT_DIR="$PWD/$BUILD/ext" TBDFS_NO_DGL=1 OMP_NUM_THREADS=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" -m pytest -q -p no:cacheprovider tests/test_graph.py tests/test_sampler.py \
   tests/test_reliability.py tests/test_sampler_differential.py tests/test_strategy.py \
-  tests/test_append.py tests/test_distributed.py tests/test_leaf_merge.py "$@"
+  tests/test_append.py tests/test_distributed.py tests/test_leaf_merge.py \
+  tests/test_gathered_scores.py "$@"
 "$PY" - <<'PY'
 import tbdfs_dgl._C as C, os
 assert os.path.dirname(C.__file__) == os.environ["TBDFS_EXT_DIR"], C.__file__

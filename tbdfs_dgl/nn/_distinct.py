@@ -46,16 +46,18 @@ def distinct_rows(key: torch.Tensor) -> Optional[Tuple[torch.Tensor, torch.Tenso
 
 
 def encode_gaps(time_encoder: torch.nn.Module, dt: torch.Tensor, dtype: torch.dtype,
-                out_dim: int) -> Tuple[torch.Tensor, Optional[Tuple[torch.Tensor, torch.Tensor]]]:
+                out_dim: int, gather: bool = True
+                ) -> Tuple[Optional[torch.Tensor], Optional[Tuple[torch.Tensor, torch.Tensor]]]:
     """``time_encoder(dt)`` in ``dtype``, ``[*dt.shape, T]``, computed once per distinct gap
     where that :func:`pays` (for a map to ``out_dim`` columns) and the gaps repeat.
 
     Returns
     -------
-    (torch.Tensor, (torch.Tensor, torch.Tensor) or None)
-        The encodings per slot, and, when they were gathered, the encodings per distinct
-        gap ``[U, T]`` with the slots' ``[dt.numel()]`` index into them (for a caller that
-        maps them once per distinct gap too); ``None`` otherwise.
+    (torch.Tensor or None, (torch.Tensor, torch.Tensor) or None)
+        The encodings per slot (``None`` if they were computed per distinct gap and
+        ``gather`` is false: the caller reads the rows), and, in that case, the encodings
+        per distinct gap ``[U, T]`` with the slots' ``[dt.numel()]`` index into them (for
+        a caller that maps them once per distinct gap too); ``None`` otherwise.
     """
     T = time_encoder.effective_dim
     shared = distinct_rows(dt) if pays(dt, T, out_dim) else None
@@ -63,4 +65,6 @@ def encode_gaps(time_encoder: torch.nn.Module, dt: torch.Tensor, dtype: torch.dt
         return time_encoder(dt).to(dtype), None
     uniq, inv = shared
     phi_u = time_encoder(uniq).to(dtype)
+    if not gather:
+        return None, (phi_u, inv)
     return phi_u.index_select(0, inv).view(*dt.shape, T), (phi_u, inv)

@@ -12,7 +12,7 @@ from .._deprecation import renamed_kwargs
 from ._common import (AGG_MODES, WIDTH_RENAMES, NodeRows, check_heads, masked_softmax,
                       reset_attention, resolve_time_encoder)
 from ._compile import compiling
-from . import _distinct, _leaf_merge
+from . import _distinct, _gathered_scores, _leaf_merge
 from ._gemm import rows_linear
 from ._slots import SlotScores, autocast_dtype, merge_narrow, slot_product
 from .time_encoder import TimeEncoder
@@ -583,6 +583,10 @@ class PathEncoder(nn.Module):
         fuse = (_leaf_merge.available(device, sdtype) and wdtype == sdtype
                 and (self.feat_drop.p < 1.0 or not self.feat_drop.training))
         hidden = None
+        # Parts that come as rows of a table (distinct keys, node rows) are then not
+        # gathered per instance: values come from the rows, and so do the scores, by a
+        # kernel that reads them in place (or there are none: uniform weights).
+        rows_only = not attn or _gathered_scores.available(device, wdtype)
         # Depth-d dense layout: [B, n_d] with n_d = k_0·…·k_{d-1}, row-major over the
         # child choices (the slot order); pos = source position of the instance in hop
         # d-1's table (= its destination row in hop d's), present = the instance exists.
@@ -597,18 +601,27 @@ class PathEncoder(nn.Module):
             child = table.nbr[pos]  # [B, n, k]
             c_mask = table.mask[pos] & present.unsqueeze(-1)
             flat = child.reshape(-1)
+            # Input parts: (per-instance inputs [B, n·k, w], or None where the part comes
+            # as table rows only, its columns).  Parts as table rows, by column start:
+            # (rows, the instances' row index) for the scores, and for the values where
+            # their map is applied per row (in shared).
             parts = []
+            scored = {}
+            # Parts computed once per distinct key, by column start: (rows, inverse index).
+            shared = {}
             node_ids = None
             # index_select: the row gather CPU kernels do fastest (2-4x aten::index here).
             if isinstance(feat, NodeRows):
                 node_ids = feat.index.index_select(0, flat)
-                parts.append((feat.table.index_select(0, node_ids).view(B, n * k, D),
-                              slice(0, D)))
+                if rows_only and D:
+                    scored[0] = (feat.table, node_ids)
+                    parts.append((None, slice(0, D)))
+                else:
+                    parts.append((feat.table.index_select(0, node_ids).view(B, n * k, D),
+                                  slice(0, D)))
             elif feat is not None:
                 f = feat[h] if per_hop_feat else feat
                 parts.append((f.index_select(0, flat).view(B, n * k, D), slice(0, D)))
-            # Parts computed once per distinct key, by column start: (rows, inverse index).
-            shared = {}
             if use_edge:
                 if per_slot_edge:
                     x = edge_feat[L - 1 - h].index_select(0, pos.reshape(-1))  # [B·n, k, E]
@@ -621,21 +634,26 @@ class PathEncoder(nn.Module):
                             if _distinct.pays(edge_feat, E, self._out_dim) else None)
                     if rows is not None:
                         x_u = edge_feat.index_select(0, rows[0]).to(wdtype)
-                        x, shared[D] = x_u.index_select(0, rows[1]), (x_u, rows[1])
+                        shared[D] = scored[D] = (x_u, rows[1])
+                        x = None if rows_only else x_u.index_select(0, rows[1])
                     else:
                         x = edge_feat.index_select(0, eids)
-                parts.append((x.reshape(B, n * k, E).to(wdtype), slice(D, D + E)))
+                parts.append((None if x is None else x.reshape(B, n * k, E).to(wdtype),
+                              slice(D, D + E)))
             if T:
                 # Gap to the ROOT's time (as forward), in float64 until the encoder.
                 dt = root_t - table.src_ts[child].to(torch.float64)
                 dt = torch.where(c_mask, dt, torch.zeros((), dtype=dt.dtype, device=device))
                 # Gaps repeat (see _distinct): on a CPU the encoding and its value map
                 # once per distinct gap, then gathered.
-                phi, rows = _distinct.encode_gaps(self.time_encoder, dt, wdtype, self._out_dim)
+                phi, rows = _distinct.encode_gaps(self.time_encoder, dt, wdtype, self._out_dim,
+                                                  gather=not rows_only)
                 if rows is not None:
-                    shared[D + E] = rows
-                parts.append((phi.view(B, n * k, T), slice(D + E, D + E + T)))
-            parts = merge_narrow(parts)  # one part if all are narrow (width-4 models)
+                    shared[D + E] = scored[D + E] = rows
+                parts.append((None if phi is None else phi.view(B, n * k, T),
+                              slice(D + E, D + E + T)))
+            if all(x is not None for x, _ in parts):
+                parts = merge_narrow(parts)  # one part if all are narrow (width-4 models)
             # Each instance's terms once, for all the paths below it: one GEMM (values)
             # and one batched product with the root's pulled-back query (scores) per input
             # part.  Separate parts rather than one concatenated z (unless all are narrow):
@@ -644,9 +662,9 @@ class PathEncoder(nn.Module):
             v = s = None
             # (unless merge_narrow joined the node part with the others)
             per_node = node_v is not None and parts[0][1] == slice(0, D)
-            tabled = [(per_node and i == 0) or (c.start in shared
-                                                 and c.stop - c.start == x.shape[-1])
-                      for i, (x, c) in enumerate(parts)]
+            tabled = [(per_node and i == 0) or (c.start in shared and c.stop - c.start
+                                                 == shared[c.start][0].shape[-1])
+                      for i, (_, c) in enumerate(parts)]
             # The fused last hop takes each part's distinct rows and the leaves' index.
             leaf_rows = [] if fuse and h == L - 1 and parts and all(tabled) else None
             if per_node:
@@ -655,7 +673,6 @@ class PathEncoder(nn.Module):
                 else:
                     v = node_v.index_select(0, node_ids)
             for i, (x, c) in enumerate(parts):
-                x2 = x.reshape(B * n * k, -1)
                 w_c = self.fc_v.weight[:, c]
                 if per_node and i == 0:
                     pass  # gathered above
@@ -669,12 +686,18 @@ class PathEncoder(nn.Module):
                         # its backward): no third tensor of v's size.
                         v = v_s if v is None else v.add_(v_s)
                 else:
-                    v = rows_linear(x2, w_c, v)
-                if attn:
+                    v = rows_linear(x.reshape(B * n * k, -1), w_c, v)
+                if attn and x is not None:
                     # [B, n·k, w] x [B, H, w]: the layer's score product, whose backward
                     # avoids the slow CPU batched-GEMM shapes of autograd's bmm.
                     s_c = slot_product(SlotScores, x, q_pull[..., c])
                     s = s_c if s is None else s + s_c
+            cols = [c for x, c in parts if x is None]  # parts as table rows only
+            if attn and cols:
+                s_r = _gathered_scores.gathered_scores(
+                    [q_pull[..., c] for c in cols], [scored[c.start] for c in cols])
+                s_r = s_r.view(B, n * k, H)
+                s = s_r if s is None else s + s_r
             if leaf_rows is None:
                 v = (v.view(B, n, k, H, dk) if v is not None
                      else out.new_zeros(B, n, k, H, dk))
