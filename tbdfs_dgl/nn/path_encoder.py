@@ -503,7 +503,9 @@ class PathEncoder(nn.Module):
         distinct rows (node rows, interactions, time gaps that repeat), the last hop and
         ``fc1``'s ReLU layer run as one C++ kernel that applies ``fc1`` per parent and per
         distinct row instead of per path (:mod:`tbdfs_dgl.nn._leaf_merge`; the same
-        result up to float rounding, and the same dropout draws).  Shapes depend only on the
+        result up to float rounding, and the same dropout draws), and the scores of such
+        inputs are read from their rows in place (:mod:`tbdfs_dgl.nn._gathered_scores`),
+        so they are never gathered per instance.  Shapes depend only on the
         tables' shapes and Python loops only over the hops: no host synchronisation, and
         the method traces as one graph under :func:`torch.compile` (with ``use_time=False``
         on CPU, where the time encoder's native kernel is a graph break of its own).
@@ -601,13 +603,13 @@ class PathEncoder(nn.Module):
             child = table.nbr[pos]  # [B, n, k]
             c_mask = table.mask[pos] & present.unsqueeze(-1)
             flat = child.reshape(-1)
-            # Input parts: (per-instance inputs [B, n·k, w], or None where the part comes
-            # as table rows only, its columns).  Parts as table rows, by column start:
-            # (rows, the instances' row index) for the scores, and for the values where
-            # their map is applied per row (in shared).
+            # Input parts: (per-instance inputs [B, n·k, w], their columns); the inputs
+            # are None for a part kept as table rows only (see rows_only).  By column
+            # start, the parts kept as rows: `scored` (rows, the instances' row index) for
+            # the scores, `shared` (distinct rows, inverse index) for the values, mapped
+            # once per row.
             parts = []
             scored = {}
-            # Parts computed once per distinct key, by column start: (rows, inverse index).
             shared = {}
             node_ids = None
             # index_select: the row gather CPU kernels do fastest (2-4x aten::index here).
@@ -629,7 +631,7 @@ class PathEncoder(nn.Module):
                     eids = table.eid[pos].clamp(min=0).reshape(-1)
                     # A batch reaches each interaction many times (Wikipedia, [20, 20]:
                     # ~46k distinct among ~200k slots of hop 2): the value map once per
-                    # distinct interaction, then gathered (on a CPU, see _distinct).
+                    # distinct interaction (on a CPU, see _distinct).
                     rows = (_distinct.distinct_rows(eids)
                             if _distinct.pays(edge_feat, E, self._out_dim) else None)
                     if rows is not None:
@@ -645,7 +647,7 @@ class PathEncoder(nn.Module):
                 dt = root_t - table.src_ts[child].to(torch.float64)
                 dt = torch.where(c_mask, dt, torch.zeros((), dtype=dt.dtype, device=device))
                 # Gaps repeat (see _distinct): on a CPU the encoding and its value map
-                # once per distinct gap, then gathered.
+                # once per distinct gap.
                 phi, rows = _distinct.encode_gaps(self.time_encoder, dt, wdtype, self._out_dim,
                                                   gather=not rows_only)
                 if rows is not None:
