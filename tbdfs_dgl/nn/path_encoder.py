@@ -615,7 +615,8 @@ class PathEncoder(nn.Module):
             # index_select: the row gather CPU kernels do fastest (2-4x aten::index here).
             if isinstance(feat, NodeRows):
                 node_ids = feat.index.index_select(0, flat)
-                if rows_only and D:
+                # (narrow rows stay gathered: merge_narrow joins them with the others)
+                if rows_only and _distinct.pays(feat.table, D, self._out_dim):
                     scored[0] = (feat.table, node_ids)
                     parts.append((None, slice(0, D)))
                 else:
