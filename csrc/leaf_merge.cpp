@@ -51,13 +51,15 @@ void leaf_merge_forward(const LeafShape& s, const float* root, const float* pare
         for (size_t i = 0; i < num_parts; ++i)
           axpy(bm, parts.rows[i] + (parts.index[i][p] * H + m) * W, o, W);
       }
+      // ReLU as torch's (a NaN stays NaN: a diverging model must not be masked here),
+      // then the dropout; branch-free (a data-dependent branch per entry cost ~4x the
+      // whole pass).
       if (keep) {
         const uint8_t* __restrict kp = keep + p * W;
-        // Branch-free (a data-dependent branch per entry cost ~4x the whole pass).
         for (int64_t j = 0; j < W; ++j)
-          o[j] = (o[j] > 0.0f ? o[j] : 0.0f) * (static_cast<float>(kp[j]) * scale);
+          o[j] = (o[j] < 0.0f ? 0.0f : o[j]) * (static_cast<float>(kp[j]) * scale);
       } else {
-        for (int64_t j = 0; j < W; ++j) o[j] = o[j] > 0.0f ? o[j] : 0.0f;
+        for (int64_t j = 0; j < W; ++j) o[j] = o[j] < 0.0f ? 0.0f : o[j];
       }
     }
   });

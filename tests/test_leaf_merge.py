@@ -83,6 +83,22 @@ def test_kernel_equals_the_unfused_computation(shape, num_parts, p):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-5 * max(1.0, b.abs().max().item()))
 
 
+def test_nan_propagates_as_in_torch():
+    # A NaN pre-activation stays NaN through the ReLU (and a dropped one too, NaN * 0),
+    # as in torch: a diverging model is not hidden by the kernel.
+    root, states, alpha, beta, parts, weight = inputs(2, 2, 3, 2, 4, 6, 1, 9)
+    with torch.no_grad():
+        root[1, 2] = float("nan")
+    for p in (0.0, 0.5):
+        torch.manual_seed(0)
+        out = lm.leaf_merge(root, states, alpha, beta, parts, weight,
+                            torch.nn.Dropout(p).train())
+        torch.manual_seed(0)
+        keep = torch.empty((12, 6), dtype=torch.bool).bernoulli_(1.0 - p) if p else None
+        ref = reference(root, states, alpha, beta, parts, weight, keep, 1.0 / (1.0 - p))
+        assert torch.equal(torch.isnan(out), torch.isnan(ref)) and torch.isnan(out).any()
+
+
 def test_heads_sharing_one_weight():  # within_path_agg='mean': [B, n, k, 1] weights
     root, states, alpha, beta, parts, weight = inputs(2, 3, 2, 2, 4, 6, 2, 5,
                                                       heads_shared=True)
