@@ -252,3 +252,15 @@ def test_encoder_keeps_the_unfused_path_where_a_part_is_per_slot():
     finally:
         lm.leaf_merge = real
     assert not calls
+
+
+def test_backward_after_the_kernels_are_switched_off():
+    # A forward that ran the kernel keeps its backward kernel, whatever is switched off
+    # between the two (benchmarks and tests toggle them).
+    root, states, alpha, beta, parts, weight = inputs(2, 2, 3, 2, 4, 6, 1, 4)
+    out = lm.leaf_merge(root, states, alpha, beta, parts, weight, torch.nn.Dropout(0.0))
+    with _native.all_disabled():
+        (g,) = torch.autograd.grad(out.sum(), [root])
+    ref = reference(root, states, alpha, beta, parts, weight, None, 1.0)
+    (g_ref,) = torch.autograd.grad(ref.sum(), [root])
+    assert torch.allclose(g, g_ref, rtol=1e-5, atol=1e-6)

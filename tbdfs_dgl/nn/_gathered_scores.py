@@ -43,6 +43,9 @@ class _GatheredScores(torch.autograd.Function):
                                           torch.get_num_threads())
         ctx.save_for_backward(*queries, *rows, *index)
         ctx.k = k
+        # Fetched now: a kernel switched off later must not leave this forward without
+        # its gradient.
+        ctx.kernel = native("gathered_scores_backward", always=True)
         return scores
 
     @staticmethod
@@ -54,7 +57,7 @@ class _GatheredScores(torch.autograd.Function):
         want_r = ctx.needs_input_grad[1 + k:1 + 2 * k]
         g_q = [torch.empty_like(q) if w else None for q, w in zip(queries, want_q)]
         g_r = [torch.zeros_like(r) if w else None for r, w in zip(rows, want_r)]
-        native("gathered_scores_backward")(
+        ctx.kernel(
             [_np(q) for q in queries], [_np(r) for r in rows], [_np(i) for i in index],
             _np(grad), [None if g is None else g.numpy() for g in g_q],
             [None if g is None else g.numpy() for g in g_r], torch.get_num_threads())

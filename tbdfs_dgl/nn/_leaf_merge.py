@@ -61,6 +61,9 @@ class _LeafMerge(torch.autograd.Function):
             out.numpy(), torch.get_num_threads())
         ctx.save_for_backward(out, root, parent, alpha, beta, *rows, *index)
         ctx.meta = (keep is not None, scale, k, len(rows))
+        # Its backward kernel, fetched now: a kernel switched off later (``_native``)
+        # must not leave this forward without its gradient.
+        ctx.kernel = native("leaf_merge_backward", always=True)
         return out
 
     @staticmethod
@@ -72,7 +75,7 @@ class _LeafMerge(torch.autograd.Function):
         g_root, g_parent = torch.empty_like(root), torch.empty_like(parent)
         g_alpha, g_beta = torch.empty_like(alpha), torch.empty_like(beta)
         g_rows = [torch.zeros_like(r) for r in rows]
-        native("leaf_merge_backward")(
+        ctx.kernel(
             _np(grad), _np(out), _np(root), _np(parent), _np(alpha), _np(beta),
             [_np(r) for r in rows], [_np(i) for i in index], dropout, scale, k,
             g_root.numpy(), g_parent.numpy(), g_alpha.numpy(), g_beta.numpy(),

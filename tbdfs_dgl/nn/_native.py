@@ -18,12 +18,12 @@ _DISABLED: Set[str] = set()
 _ALL_DISABLED = 0  # depth of all_disabled() blocks
 
 
-def native(name: str) -> Optional[Callable[..., Any]]:
+def native(name: str, always: bool = False) -> Optional[Callable[..., Any]]:
     """The kernel ``tbdfs_dgl._C.<name>``, or ``None`` (not built, switched off, or called
     under ``torch.compile``, which cannot trace into the kernels: their torch paths
-    compile)."""
+    compile).  ``always``: whenever it is built (a backward kernel whose forward ran)."""
     global _EXT, _LOADED
-    if compiling():
+    if compiling() and not always:
         return None
     if not _LOADED:
         _LOADED = True
@@ -32,7 +32,7 @@ def native(name: str) -> Optional[Callable[..., Any]]:
         except ImportError:
             ext = None
         _EXT = ext
-    if _EXT is None or name in _DISABLED or _ALL_DISABLED:
+    if _EXT is None or (not always and (name in _DISABLED or _ALL_DISABLED)):
         return None
     return getattr(_EXT, name, None)
 
