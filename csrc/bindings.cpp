@@ -478,8 +478,8 @@ int64_t score_parts(const std::vector<F32>& query, const std::vector<F32>& rows,
   if (query.size() != rows.size() || rows.size() != index.size())
     throw InputError("query, rows and index must pair up");
   const int64_t B = query[0].ndim() == 3 ? query[0].shape(0) : -1;
-  if (B < 1 || n % B != 0)
-    throw InputError("query must be [B, H, K] with B >= 1 dividing the instances");
+  if (B < 0 || (B == 0 ? n != 0 : n % B != 0))
+    throw InputError("query must be [B, H, K] with B dividing the instances");
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i].ndim() != 2) throw InputError("rows must be 2-D [U, K]");
     const int64_t K = rows[i].shape(1), u = rows[i].shape(0);
@@ -496,7 +496,7 @@ int64_t score_parts(const std::vector<F32>& query, const std::vector<F32>& rows,
     parts.index.push_back(ix);
     parts.width.push_back(K);
   }
-  return n / B;
+  return B ? n / B : 0;
 }
 
 void gathered_scores_forward_py(const std::vector<F32>& query, const std::vector<F32>& rows,

@@ -64,6 +64,14 @@ def test_gradients_only_where_wanted():
     assert g_q0.shape == queries[0].shape and g_rows1.shape == tables[1][0].shape
 
 
+def test_no_roots():  # an empty batch has no scores, not an error
+    queries, tables = inputs(0, 5, 2, (4,), seed=1)
+    out = gs.gathered_scores(queries, tables)
+    assert out.shape == (0, 2)
+    (g,) = torch.autograd.grad(out.sum(), [tables[0][0]])
+    assert torch.equal(g, torch.zeros_like(g))
+
+
 def test_same_bits_whatever_the_thread_count():
     queries, tables = inputs(70, 8, 2, (12, 7), seed=4)
     tensors = queries + [rows for rows, _ in tables]
@@ -92,7 +100,7 @@ def test_bad_input_is_a_clear_error():
         _C.gathered_scores_forward([q], [rows], [bad], scores)
     with pytest.raises(ValueError, match="query must have shape"):
         _C.gathered_scores_forward([q[:, :, :2]], [rows], [index], scores)
-    with pytest.raises(ValueError, match="dividing the instances"):
+    with pytest.raises(ValueError, match="B dividing the instances"):
         _C.gathered_scores_forward([np.zeros((4, H, K), f)], [rows], [index], scores)
     with pytest.raises(ValueError, match="at least one part"):
         _C.gathered_scores_forward([], [], [], scores)
