@@ -215,7 +215,7 @@ def _check_same_tree(first, second):
         assert torch.allclose(x, y, rtol=1e-4, atol=1e-5 * max(1.0, y.abs().max().item()))
 
 
-def _whole_times(tables, rt):
+def _coarse_times(tables, rt):
     """The same tree with its times rounded down to multiples of 10, so that gaps repeat."""
     def down(t):
         return (t / 10).floor() * 10
@@ -225,8 +225,8 @@ def _whole_times(tables, rt):
 
 @pytest.mark.parametrize("fanouts", [[3, 2], [2, 3, 2]], ids=lambda f: "x".join(map(str, f)))
 @pytest.mark.parametrize("node_rows", [False, True])
-@pytest.mark.parametrize("whole_times", [False, True], ids=["distinct_gaps", "repeated_gaps"])
-def test_distinct_rows_projection_equals_per_slot(monkeypatch, fanouts, node_rows, whole_times):
+@pytest.mark.parametrize("coarse_times", [False, True], ids=["distinct_gaps", "repeated_gaps"])
+def test_distinct_rows_projection_equals_per_slot(monkeypatch, fanouts, node_rows, coarse_times):
     # Wide maps on a CPU project each distinct interaction and each distinct time gap once
     # and gather (nn._distinct); forced on (whatever the share of distinct keys) and off on
     # the same inputs, outputs and every gradient (the edge table's too, made learnable
@@ -236,8 +236,8 @@ def test_distinct_rows_projection_equals_per_slot(monkeypatch, fanouts, node_row
     seed_all(8)
     blocks, paths, rt = make_tree(5, fanouts, seed=9, empty_roots=(1,))
     tables = tables_of(blocks, fanouts)
-    if whole_times:
-        tables, rt = _whole_times(tables, rt)
+    if coarse_times:
+        tables, rt = _coarse_times(tables, rt)
     torch.manual_seed(0)
     enc = PathEncoder(NODE_DIM, 16, 2, edge_dim=EDGE_DIM, time_encoder=TimeEncoder(TIME_DIM))
     g = torch.Generator().manual_seed(3)
@@ -276,12 +276,12 @@ def test_distinct_gaps_are_encoded_only_where_they_repeat(monkeypatch):
     monkeypatch.setattr(distinct, "pays", lambda *a: True)
     encoded = []
     enc.time_encoder.register_forward_hook(lambda m, args, out: encoded.append(args[0].dim()))
-    for whole_times in (False, True):
-        t, r = _whole_times(tables, rt) if whole_times else (tables, rt)
+    for coarse_times in (False, True):
+        t, r = _coarse_times(tables, rt) if coarse_times else (tables, rt)
         encoded.clear()
         enc._encode_tree(t, feat, query, r, None, False)
         # uniform(50, 100) times: all gaps distinct; rounded to tens: the gaps repeat
-        assert encoded[-2:] == ([1, 1] if whole_times else [3, 3])
+        assert encoded[-2:] == ([1, 1] if coarse_times else [3, 3])
 
 
 def test_dedupe_rule():  # wide maps, on a CPU, outside autocast only
