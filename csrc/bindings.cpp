@@ -377,6 +377,16 @@ void check_shape(const py::array& a, const char* name, std::vector<py::ssize_t> 
   throw InputError(std::string(name) + " must have shape [" + want + "], got [" + got + "]");
 }
 
+// Every leaf's (instance's) row index of part i within [0, u).
+void check_index(const I64& index, size_t i, int64_t u, const char* unit) {
+  const int64_t* ix = index.data();
+  for (int64_t p = 0; p < index.size(); ++p)
+    if (ix[p] < 0 || ix[p] >= u)
+      throw InputError("index[" + std::to_string(i) + "] holds " + std::to_string(ix[p]) +
+                       " at " + unit + " " + std::to_string(p) + ", outside the " +
+                       std::to_string(u) + " rows");
+}
+
 // The shape every argument must agree with, from root [B, W], parent [B * n, H, W] and k;
 // checks alpha, beta, the parts (index values in range) and the thread count.
 LeafShape leaf_shape(const F32& root, const F32& parent, const F32& alpha, const F32& beta,
@@ -400,15 +410,9 @@ LeafShape leaf_shape(const F32& root, const F32& parent, const F32& alpha, const
       throw InputError("rows[" + std::to_string(i) + "] must be [U, " +
                        std::to_string(s.heads) + ", " + std::to_string(s.width) + "]");
     check_shape(index[i], "index", {n});
-    const int64_t u = rows[i].shape(0);
-    const int64_t* ix = index[i].data();
-    for (int64_t p = 0; p < n; ++p)
-      if (ix[p] < 0 || ix[p] >= u)
-        throw InputError("index[" + std::to_string(i) + "] holds " + std::to_string(ix[p]) +
-                         " at leaf " + std::to_string(p) + ", outside the " +
-                         std::to_string(u) + " rows");
+    check_index(index[i], i, rows[i].shape(0), "leaf");
     parts.rows.push_back(rows[i].data());
-    parts.index.push_back(ix);
+    parts.index.push_back(index[i].data());
   }
   return s;
 }
@@ -485,15 +489,10 @@ int64_t score_parts(const std::vector<F32>& query, const std::vector<F32>& rows,
     const int64_t K = rows[i].shape(1), u = rows[i].shape(0);
     check_shape(query[i], "query", {B, heads, K});
     check_shape(index[i], "index", {n});
-    const int64_t* ix = index[i].data();
-    for (int64_t p = 0; p < n; ++p)
-      if (ix[p] < 0 || ix[p] >= u)
-        throw InputError("index[" + std::to_string(i) + "] holds " + std::to_string(ix[p]) +
-                         " at instance " + std::to_string(p) + ", outside the " +
-                         std::to_string(u) + " rows");
+    check_index(index[i], i, u, "instance");
     parts.query.push_back(query[i].data());
     parts.rows.push_back(rows[i].data());
-    parts.index.push_back(ix);
+    parts.index.push_back(index[i].data());
     parts.width.push_back(K);
   }
   return B ? n / B : 0;

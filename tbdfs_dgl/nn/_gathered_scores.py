@@ -12,21 +12,15 @@ from typing import List, Sequence, Tuple
 
 import torch
 
-from ._native import native
-from ._slots import autocast_dtype
+from ._native import as_numpy, float32_cpu_kernel, native
 
 __all__ = ["available", "gathered_scores"]
 
 
 def available(device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether :func:`gathered_scores` can run: the kernels built, a CPU, float32,
-    outside autocast (and ``torch.compile``)."""
-    return (device.type == "cpu" and dtype == torch.float32
-            and autocast_dtype("cpu") is None and native("gathered_scores_forward") is not None)
-
-
-def _np(t: torch.Tensor):
-    return t.detach().contiguous().numpy()
+    """Whether :func:`gathered_scores` can run: the C++ kernels built, a CPU, float32, outside
+    autocast (and ``torch.compile``, where :func:`~._native.native` says no)."""
+    return float32_cpu_kernel("gathered_scores_forward", device, dtype)
 
 
 class _GatheredScores(torch.autograd.Function):
@@ -38,8 +32,8 @@ class _GatheredScores(torch.autograd.Function):
         index = [i.contiguous() for i in args[2 * k:]]
         H = queries[0].shape[1]
         scores = queries[0].new_empty(n, H)
-        native("gathered_scores_forward")([_np(q) for q in queries], [_np(r) for r in rows],
-                                          [_np(i) for i in index], scores.numpy(),
+        native("gathered_scores_forward")([as_numpy(q) for q in queries], [as_numpy(r) for r in rows],
+                                          [as_numpy(i) for i in index], scores.numpy(),
                                           torch.get_num_threads())
         ctx.save_for_backward(*queries, *rows, *index)
         ctx.k = k
@@ -58,8 +52,8 @@ class _GatheredScores(torch.autograd.Function):
         g_q = [torch.empty_like(q) if w else None for q, w in zip(queries, want_q)]
         g_r = [torch.zeros_like(r) if w else None for r, w in zip(rows, want_r)]
         ctx.kernel(
-            [_np(q) for q in queries], [_np(r) for r in rows], [_np(i) for i in index],
-            _np(grad), [None if g is None else g.numpy() for g in g_q],
+            [as_numpy(q) for q in queries], [as_numpy(r) for r in rows], [as_numpy(i) for i in index],
+            as_numpy(grad), [None if g is None else g.numpy() for g in g_q],
             [None if g is None else g.numpy() for g in g_r], torch.get_num_threads())
         return (None, *g_q, *g_r, *([None] * k))
 

@@ -24,8 +24,7 @@ from typing import List, Sequence, Tuple
 import torch
 from torch import nn
 
-from ._native import native
-from ._slots import autocast_dtype
+from ._native import as_numpy, float32_cpu_kernel, native
 
 __all__ = ["available", "leaf_merge"]
 
@@ -33,12 +32,7 @@ __all__ = ["available", "leaf_merge"]
 def available(device: torch.device, dtype: torch.dtype) -> bool:
     """Whether :func:`leaf_merge` can run: the C++ kernels built, a CPU, float32, outside
     autocast (and ``torch.compile``, where :func:`~._native.native` says no)."""
-    return (device.type == "cpu" and dtype == torch.float32
-            and autocast_dtype("cpu") is None and native("leaf_merge_forward") is not None)
-
-
-def _np(t: torch.Tensor):
-    return t.detach().contiguous().numpy()
+    return float32_cpu_kernel("leaf_merge_forward", device, dtype)
 
 
 class _LeafMerge(torch.autograd.Function):
@@ -56,8 +50,8 @@ class _LeafMerge(torch.autograd.Function):
         alpha, beta = alpha.contiguous(), beta.contiguous()
         out = root.new_empty(alpha.shape[0], root.shape[1])
         native("leaf_merge_forward")(
-            _np(root), _np(parent), _np(alpha), _np(beta), [_np(r) for r in rows],
-            [_np(i) for i in index], None if keep is None else _np(keep), scale, k,
+            as_numpy(root), as_numpy(parent), as_numpy(alpha), as_numpy(beta), [as_numpy(r) for r in rows],
+            [as_numpy(i) for i in index], None if keep is None else as_numpy(keep), scale, k,
             out.numpy(), torch.get_num_threads())
         ctx.save_for_backward(out, root, parent, alpha, beta, *rows, *index)
         ctx.meta = (keep is not None, scale, k, len(rows))
@@ -76,8 +70,8 @@ class _LeafMerge(torch.autograd.Function):
         g_alpha, g_beta = torch.empty_like(alpha), torch.empty_like(beta)
         g_rows = [torch.zeros_like(r) for r in rows]
         ctx.kernel(
-            _np(grad), _np(out), _np(root), _np(parent), _np(alpha), _np(beta),
-            [_np(r) for r in rows], [_np(i) for i in index], dropout, scale, k,
+            as_numpy(grad), as_numpy(out), as_numpy(root), as_numpy(parent), as_numpy(alpha), as_numpy(beta),
+            [as_numpy(r) for r in rows], [as_numpy(i) for i in index], dropout, scale, k,
             g_root.numpy(), g_parent.numpy(), g_alpha.numpy(), g_beta.numpy(),
             [g.numpy() for g in g_rows], torch.get_num_threads())
         part_grads: List = []

@@ -8,9 +8,12 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator, Optional, Set
 
-from ._compile import compiling
+import torch
 
-__all__ = ["native", "disabled", "all_disabled"]
+from ._compile import compiling
+from ._slots import autocast_dtype
+
+__all__ = ["native", "disabled", "all_disabled", "float32_cpu_kernel", "as_numpy"]
 
 _EXT: Any = None
 _LOADED = False
@@ -59,3 +62,15 @@ def all_disabled() -> Iterator[None]:
         yield
     finally:
         _ALL_DISABLED -= 1
+
+
+def float32_cpu_kernel(name: str, device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether the float32 CPU kernel ``name`` can serve a computation on ``device`` in
+    ``dtype``: a CPU, float32, outside autocast, and :func:`native` has it."""
+    return (device.type == "cpu" and dtype == torch.float32
+            and autocast_dtype("cpu") is None and native(name) is not None)
+
+
+def as_numpy(t: torch.Tensor) -> Any:
+    """A contiguous numpy view of ``t`` for a kernel (a copy only if ``t`` is strided)."""
+    return t.detach().contiguous().numpy()
