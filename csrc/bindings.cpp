@@ -17,6 +17,7 @@
 #include "budget.h"
 #include "gathered_scores.h"
 #include "leaf_merge.h"
+#include "path_attention.h"
 #include "mapped_file.h"
 #include "paths.h"
 #include "sample.h"
@@ -542,6 +543,68 @@ void gathered_scores_backward_py(const std::vector<F32>& query, const std::vecto
   gathered_scores_backward(B, per_root, H, parts, g, gq, gr, num_threads);
 }
 
+// ---- attention over a root's paths (csrc/path_attention.h) ----
+using Bool = py::array_t<bool, py::array::c_style>;
+
+// The shape from feat [B, P, D] and query [B, H, D]; checks mask [B, P], the optional
+// dropout factors [B, P, H] and the thread count.
+PathAttnShape path_attn_shape(const F32& feat, const F32& query, const Bool& mask,
+                              const std::optional<F32>& drop, int num_threads) {
+  if (num_threads < 1) throw InputError("num_threads must be >= 1");
+  if (feat.ndim() != 3) throw InputError("feat must be 3-D [B, P, D]");
+  if (query.ndim() != 3) throw InputError("query must be 3-D [B, H, D]");
+  const PathAttnShape s{feat.shape(0), feat.shape(1), query.shape(1), feat.shape(2)};
+  check_shape(query, "query", {s.roots, s.heads, s.width});
+  check_shape(mask, "mask", {s.roots, s.paths});
+  if (drop) check_shape(*drop, "drop", {s.roots, s.heads, s.paths});
+  return s;
+}
+
+void path_attention_forward_py(const F32& feat, const F32& query, const Bool& mask,
+                               const std::optional<F32>& drop, F32 prob,
+                               std::optional<F32> weight, F32 agg, int num_threads) {
+  const PathAttnShape s = path_attn_shape(feat, query, mask, drop, num_threads);
+  check_shape(prob, "prob", {s.roots, s.heads, s.paths});
+  check_shape(agg, "agg", {s.roots, s.heads, s.width});
+  float* w = nullptr;
+  if (weight) {
+    check_shape(*weight, "weight", {s.roots, s.heads, s.paths});
+    w = writeable(*weight, "weight").mutable_data();
+  } else if (drop) {
+    throw InputError("weight is needed with drop");
+  }
+  float* pr = writeable(prob, "prob").mutable_data();
+  float* a = writeable(agg, "agg").mutable_data();
+  const float* dp = drop ? drop->data() : nullptr;
+  const auto* m = reinterpret_cast<const uint8_t*>(mask.data());
+  py::gil_scoped_release release;
+  path_attention_forward(s, feat.data(), query.data(), m, dp, pr, w, a, num_threads);
+}
+
+void path_attention_backward_py(const F32& feat, const F32& query, const Bool& mask,
+                                const std::optional<F32>& drop, const F32& prob,
+                                const F32& grad_agg, const std::optional<F32>& grad_weight,
+                                std::optional<F32> grad_feat, F32 grad_query,
+                                int num_threads) {
+  const PathAttnShape s = path_attn_shape(feat, query, mask, drop, num_threads);
+  check_shape(prob, "prob", {s.roots, s.heads, s.paths});
+  check_shape(grad_agg, "grad_agg", {s.roots, s.heads, s.width});
+  if (grad_weight) check_shape(*grad_weight, "grad_weight", {s.roots, s.heads, s.paths});
+  check_shape(grad_query, "grad_query", {s.roots, s.heads, s.width});
+  float* gf = nullptr;
+  if (grad_feat) {
+    check_shape(*grad_feat, "grad_feat", {s.roots, s.paths, s.width});
+    gf = writeable(*grad_feat, "grad_feat").mutable_data();
+  }
+  float* gq = writeable(grad_query, "grad_query").mutable_data();
+  const float* dp = drop ? drop->data() : nullptr;
+  const float* gw = grad_weight ? grad_weight->data() : nullptr;
+  const auto* m = reinterpret_cast<const uint8_t*>(mask.data());
+  py::gil_scoped_release release;
+  path_attention_backward(s, feat.data(), query.data(), m, dp, prob.data(), grad_agg.data(),
+                          gw, gf, gq, num_threads);
+}
+
 // Exact reduction of w * dt (same shapes, float64) for the torch path's large phases.
 py::tuple reduce_phases_py(const CArray<double>& w, const CArray<double>& dt) {
   check_1d(w, "w");
@@ -699,6 +762,19 @@ PYBIND11_MODULE(_C, m) {
         py::arg("rows"), py::arg("index"), py::arg("grad_scores").noconvert(),
         py::arg("grad_query"), py::arg("grad_rows"), py::arg("num_threads") = 1,
         "Gradients of gathered_scores_forward (grad_rows zeroed by the caller; None skips).");
+  m.def("path_attention_forward", &path_attention_forward_py, py::arg("feat").noconvert(),
+        py::arg("query").noconvert(), py::arg("mask").noconvert(),
+        py::arg("drop").noconvert(), py::arg("prob").noconvert(),
+        py::arg("weight").noconvert(), py::arg("agg").noconvert(),
+        py::arg("num_threads") = 1,
+        "Attention of each root's query over its paths (csrc/path_attention.h).");
+  m.def("path_attention_backward", &path_attention_backward_py,
+        py::arg("feat").noconvert(), py::arg("query").noconvert(),
+        py::arg("mask").noconvert(), py::arg("drop").noconvert(),
+        py::arg("prob").noconvert(), py::arg("grad_agg").noconvert(),
+        py::arg("grad_weight").noconvert(), py::arg("grad_feat").noconvert(),
+        py::arg("grad_query").noconvert(), py::arg("num_threads") = 1,
+        "Gradients of path_attention_forward (grad_feat None: not wanted).");
   m.def("reduce_phases", &reduce_phases_py, py::arg("w"), py::arg("dt"),
         "Exact w * dt = quadrant * pi/2 + y (quadrant in 0..3, |y| <= pi/4), elementwise.");
   py::enum_<Strategy>(m, "Strategy",

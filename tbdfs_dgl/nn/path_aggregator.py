@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._deprecation import renamed_kwargs
+from . import _path_attention
 from ._common import AGG_MODES, WIDTH_RENAMES, check_heads
 from ._slots import SlotAverage, SlotScores, slot_product
 
@@ -30,6 +31,19 @@ def _path_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     scores = scores.transpose(1, 2)
     scores = torch.where(keep, scores, torch.finfo(scores.dtype).min).contiguous()
     return torch.where(keep, torch.softmax(scores, dim=-1), 0.0).transpose(1, 2)
+
+
+def _dropout_factors(drop: nn.Dropout, B: int, P: int, H: int, like: torch.Tensor
+                     ) -> Optional[torch.Tensor]:
+    """``[B, H, P]``: the factors ``drop`` would multiply the ``[B, P, H]`` weights of
+    :func:`_path_softmax` by (0 or ``1 / (1 - p)``), or ``None`` outside training or with
+    ``p = 0``.  Drawn as torch's dropout draws them, over a tensor with the weights'
+    strides, so that a seeded run draws the same as the torch path."""
+    if not drop.training or drop.p == 0.0:
+        return None
+    keep = 1.0 - drop.p
+    noise = like.new_empty(B, H, P).transpose(1, 2)  # torch's empty_like of the weights
+    return noise.bernoulli_(keep).div_(keep).transpose(1, 2)
 
 
 class PathAggregator(nn.Module):
@@ -156,14 +170,22 @@ class PathAggregator(nn.Module):
             q_pull = torch.einsum("bhd,hdw->bhw", q, wk) / math.sqrt(dk)  # [B, H, D]
             if path_proj is not None:
                 q_pull = q_pull @ path_proj.weight  # (W2^T q~) . u = q~ . (r - b2)
-            # [B, P, H]; the layer's products, with a backward that avoids the slow CPU
-            # batched-GEMM shapes of autograd's bmm (a contraction over the H heads).
-            scores = slot_product(SlotScores, path_feat, q_pull)
-            weight = self.attn_drop(_path_softmax(scores, mask))
+            drop = self.attn_drop
+            if (_path_attention.available(path_feat.device, path_feat.dtype)
+                    and q_pull.dtype == path_feat.dtype
+                    and (drop.p < 1.0 or not drop.training)):
+                agg, weight = _path_attention.path_attention(
+                    path_feat, q_pull, mask, _dropout_factors(drop, B, P, H, path_feat))
+            else:
+                # [B, P, H]; the layer's products, with a backward that avoids the slow CPU
+                # batched-GEMM shapes of autograd's bmm (a contraction over the H heads).
+                scores = slot_product(SlotScores, path_feat, q_pull)
+                weight = drop(_path_softmax(scores, mask))
+                agg = slot_product(SlotAverage, weight, path_feat)  # [B, H, in]
         else:
             weight = mask.to(path_feat.dtype)
             weight = (weight / weight.sum(dim=1, keepdim=True).clamp(min=1.0)).unsqueeze(-1)
-        agg = slot_product(SlotAverage, weight, path_feat)  # [B, H or 1, in]
+            agg = slot_product(SlotAverage, weight, path_feat)  # [B, 1, in]
         if path_proj is not None:
             # sum_p w_p (W2 u_p + b2) = W2 sum_p w_p u_p + b2 sum_p w_p
             agg = F.linear(agg, path_proj.weight)
