@@ -15,10 +15,11 @@
 
 #include "append.h"
 #include "budget.h"
+#include "dropout_bits.h"
 #include "gathered_scores.h"
 #include "leaf_merge.h"
-#include "path_attention.h"
 #include "mapped_file.h"
+#include "path_attention.h"
 #include "paths.h"
 #include "sample.h"
 #include "strategy.h"
@@ -367,6 +368,7 @@ void time_encode_phase_py(const CArray<double>& dt, const CArray<double>& weight
 // results silently, and one of an input would cost a batch-sized copy.
 using F32 = py::array_t<float, py::array::c_style>;
 using I64 = py::array_t<int64_t, py::array::c_style>;
+using U8 = py::array_t<uint8_t, py::array::c_style>;
 
 void check_shape(const py::array& a, const char* name, std::vector<py::ssize_t> shape) {
   bool ok = a.ndim() == static_cast<py::ssize_t>(shape.size());
@@ -423,23 +425,38 @@ F32& writeable(F32& a, const char* name) {
   return a;
 }
 
+// The leaves' dropout from the caller's seed (None: no dropout) and keep probability.
+LeafDropout leaf_dropout(const std::optional<uint64_t>& seed, double keep) {
+  if (!seed) return LeafDropout{false, 0, 0, 1.0f};
+  if (!(keep > 0.0 && keep <= 1.0)) throw InputError("keep must be in (0, 1]");
+  return LeafDropout{true, *seed, dropout::keep_threshold(keep),
+                     static_cast<float>(1.0 / keep)};
+}
+
 void leaf_merge_forward_py(const F32& root, const F32& parent, const F32& alpha,
                            const F32& beta, const std::vector<F32>& rows,
-                           const std::vector<I64>& index,
-                           const std::optional<py::array_t<bool, py::array::c_style>>& keep,
-                           double scale, int64_t k, F32 out, int num_threads) {
+                           const std::vector<I64>& index, std::optional<uint64_t> seed,
+                           double keep, int64_t k, F32 out, int num_threads) {
   LeafRows parts;
   const LeafShape s = leaf_shape(root, parent, alpha, beta, rows, index, k, num_threads, parts);
   check_shape(out, "out", {s.leaves(), s.width});
-  const uint8_t* kp = nullptr;
-  if (keep) {
-    check_shape(*keep, "keep", {s.leaves(), s.width});
-    kp = reinterpret_cast<const uint8_t*>(keep->data());
-  }
+  const LeafDropout drop = leaf_dropout(seed, keep);
   float* o = writeable(out, "out").mutable_data();
   py::gil_scoped_release release;
-  leaf_merge_forward(s, root.data(), parent.data(), alpha.data(), beta.data(), parts, kp,
-                     static_cast<float>(scale), o, num_threads);
+  leaf_merge_forward(s, root.data(), parent.data(), alpha.data(), beta.data(), parts, drop, o,
+                     num_threads);
+}
+
+// The keep mask (0 / 1) that leaf_merge_forward draws from seed for rows x width units.
+void dropout_keep_mask_py(uint64_t seed, double keep, U8 out, int num_threads) {
+  if (num_threads < 1) throw InputError("num_threads must be >= 1");
+  if (out.ndim() != 2) throw InputError("out must be 2-D [rows, width]");
+  if (!out.writeable()) throw InputError("out must be writeable");
+  const LeafDropout drop = leaf_dropout(seed, keep);
+  uint8_t* mask = out.mutable_data();
+  const int64_t rows = out.shape(0), W = out.shape(1);
+  py::gil_scoped_release release;
+  leaf_dropout_mask(drop, rows, W, mask, num_threads);
 }
 
 void leaf_merge_backward_py(const F32& grad_out, const F32& out, const F32& root,
@@ -743,9 +760,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("leaf_merge_forward", &leaf_merge_forward_py, py::arg("root").noconvert(),
         py::arg("parent").noconvert(), py::arg("alpha").noconvert(),
         py::arg("beta").noconvert(), py::arg("rows"), py::arg("index"),
-        py::arg("keep").noconvert(), py::arg("scale"), py::arg("k"),
+        py::arg("seed"), py::arg("keep"), py::arg("k"),
         py::arg("out").noconvert(), py::arg("num_threads") = 1,
-        "The path encoder's last hop and merge layer (csrc/leaf_merge.h) into out [N, W].");
+        "The path encoder's last hop and merge layer (csrc/leaf_merge.h) into out [N, W];\n"
+        "dropout (keep probability keep) drawn from seed, none when seed is None.");
+  m.def("dropout_keep_mask", &dropout_keep_mask_py, py::arg("seed"), py::arg("keep"),
+        py::arg("out").noconvert(), py::arg("num_threads") = 1,
+        "The 0/1 keep mask [rows, width] leaf_merge_forward draws from seed (dropout_bits.h).");
   m.def("leaf_merge_backward", &leaf_merge_backward_py, py::arg("grad_out").noconvert(),
         py::arg("out").noconvert(), py::arg("root").noconvert(),
         py::arg("parent").noconvert(), py::arg("alpha").noconvert(),

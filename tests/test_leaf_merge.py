@@ -72,9 +72,9 @@ def test_kernel_equals_the_unfused_computation(shape, num_parts, p):
     tensors = [root, states, alpha, beta, weight] + [rows for rows, _ in parts]
     torch.manual_seed(seed)
     out = lm.leaf_merge(root, states, alpha, beta, parts, weight, drop)
-    # the same mask as the kernel's (drawn from the same stream, as _AddReluDropout does)
+    # the same mask as the kernel's (drawn from the same seed, as _AddReluDropout does)
     torch.manual_seed(seed)
-    keep = torch.empty((B * n * k, W), dtype=torch.bool).bernoulli_(1.0 - p) if p else None
+    keep = lm.keep_mask((B * n * k, W), p) if p else None
     ref = reference(root, states, alpha, beta, parts, weight, keep, 1.0 / (1.0 - p))
     scale = ref.abs().max().item() + 1e-6
     assert out.shape == ref.shape
@@ -94,7 +94,7 @@ def test_nan_propagates_as_in_torch():
         out = lm.leaf_merge(root, states, alpha, beta, parts, weight,
                             torch.nn.Dropout(p).train())
         torch.manual_seed(0)
-        keep = torch.empty((12, 6), dtype=torch.bool).bernoulli_(1.0 - p) if p else None
+        keep = lm.keep_mask((12, 6), p) if p else None
         ref = reference(root, states, alpha, beta, parts, weight, keep, 1.0 / (1.0 - p))
         assert torch.equal(torch.isnan(out), torch.isnan(ref)) and torch.isnan(out).any()
 
@@ -150,9 +150,8 @@ def test_bad_input_is_a_clear_error():
         _C.leaf_merge_forward(root, parent, ab, ab, [rows[:, :1]], [index], None, 1.0, k, out)
     with pytest.raises(ValueError, match="whole number of rows per root"):
         _C.leaf_merge_forward(np.zeros((3, W), f), parent, ab, ab, [], [], None, 1.0, k, out)
-    with pytest.raises(ValueError, match="keep must have shape"):
-        _C.leaf_merge_forward(root, parent, ab, ab, [rows], [index],
-                              np.ones((N, W + 1), bool), 1.0, k, out)
+    with pytest.raises(ValueError, match="keep must be in"):
+        _C.leaf_merge_forward(root, parent, ab, ab, [rows], [index], 7, 0.0, k, out)
     with pytest.raises(ValueError, match="k must be"):
         _C.leaf_merge_forward(root, parent, ab, ab, [rows], [index], None, 1.0, 0, out)
     read_only = out.copy()
@@ -264,3 +263,59 @@ def test_backward_after_the_kernels_are_switched_off():
     ref = reference(root, states, alpha, beta, parts, weight, None, 1.0)
     (g_ref,) = torch.autograd.grad(ref.sum(), [root])
     assert torch.allclose(g, g_ref, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------ the kernel's dropout
+def test_dropout_mask_rate_and_independence():
+    # The counter-based draws keep each unit with probability 1 - p, rows and units alike;
+    # a seed draws one mask whatever the thread count, and two seeds draw two masks.
+    for p in (0.1, 0.5, 0.9):
+        torch.manual_seed(1)
+        mask = lm.keep_mask((4000, 101), p).float()
+        n = mask.numel()
+        sd = (p * (1 - p) / n) ** 0.5
+        assert abs(mask.mean().item() - (1 - p)) < 6 * sd
+        # per unit position and per row, the rate holds too (no lane or row is biased)
+        cols = mask.mean(dim=0)
+        assert (cols - (1 - p)).abs().max().item() < 6 * (p * (1 - p) / 4000) ** 0.5
+        # neighbouring units and neighbouring rows are uncorrelated
+        x = mask - mask.mean()
+        for a, b in ((x[:, 1:], x[:, :-1]), (x[1:], x[:-1])):
+            corr = (a * b).mean() / x.var()
+            assert abs(corr.item()) < 0.02
+    masks = []
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 3):
+            torch.set_num_threads(threads)
+            torch.manual_seed(5)
+            masks.append(lm.keep_mask((3000, 7), 0.3))
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(masks[0], masks[1])
+    assert not torch.equal(lm.keep_mask((3000, 7), 0.3), masks[0])  # the next seed
+    out = np.zeros((3, 5), np.uint8)
+    _C.dropout_keep_mask(11, 1.0, out)
+    assert out.all()  # keep 1: nothing dropped
+    with pytest.raises(ValueError, match="keep must be in"):
+        _C.dropout_keep_mask(11, 1.5, out)
+    with pytest.raises(ValueError, match="2-D"):
+        _C.dropout_keep_mask(11, 0.5, np.zeros(4, np.uint8))
+
+
+def test_dropout_is_repeatable_and_drawn_by_the_kernel():
+    # A seeded run draws the same units; the kernel's output is zero exactly where the
+    # mask of the same seed drops a unit (or the ReLU zeroes it).
+    root, states, alpha, beta, parts, weight = inputs(3, 2, 4, 2, 5, 40, 2, 6)
+    drop = torch.nn.Dropout(0.5).train()
+    outs = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        outs.append(lm.leaf_merge(root, states, alpha, beta, parts, weight, drop).detach())
+    assert torch.equal(outs[0], outs[1])
+    torch.manual_seed(3)
+    keep = lm.keep_mask((3 * 2 * 4, 40), 0.5).view(3, 8, 40).bool()
+    no_drop = lm.leaf_merge(root, states, alpha, beta, parts, weight,
+                            torch.nn.Dropout(0.0)).detach()
+    assert torch.equal(outs[0] == 0, ~keep | (no_drop == 0))
+    assert torch.allclose(outs[0][keep], 2 * no_drop[keep])

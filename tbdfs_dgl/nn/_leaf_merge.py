@@ -19,14 +19,14 @@ and no per-leaf tensor but the output, written once (``csrc/leaf_merge.h``).
 """
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from ._native import as_numpy, float32_cpu_kernel, native
 
-__all__ = ["available", "leaf_merge"]
+__all__ = ["available", "keep_mask", "leaf_merge"]
 
 
 def available(device: torch.device, dtype: torch.dtype) -> bool:
@@ -41,8 +41,8 @@ class _LeafMerge(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, root: torch.Tensor, parent: torch.Tensor, alpha: torch.Tensor,
-                beta: torch.Tensor, keep, scale: float, k: int, *parts: torch.Tensor
-                ) -> torch.Tensor:
+                beta: torch.Tensor, seed: Optional[int], keep: float, k: int,
+                *parts: torch.Tensor) -> torch.Tensor:
         rows, index = list(parts[0::2]), list(parts[1::2])
         rows = [r.contiguous() for r in rows]
         index = [i.contiguous() for i in index]
@@ -51,10 +51,9 @@ class _LeafMerge(torch.autograd.Function):
         out = root.new_empty(alpha.shape[0], root.shape[1])
         native("leaf_merge_forward")(
             as_numpy(root), as_numpy(parent), as_numpy(alpha), as_numpy(beta), [as_numpy(r) for r in rows],
-            [as_numpy(i) for i in index], None if keep is None else as_numpy(keep), scale, k,
-            out.numpy(), torch.get_num_threads())
+            [as_numpy(i) for i in index], seed, keep, k, out.numpy(), torch.get_num_threads())
         ctx.save_for_backward(out, root, parent, alpha, beta, *rows, *index)
-        ctx.meta = (keep is not None, scale, k, len(rows))
+        ctx.meta = (seed is not None, 1.0 / keep, k, len(rows))
         # Its backward kernel, fetched now: a kernel switched off later (``_native``)
         # must not leave this forward without its gradient.
         ctx.kernel = native("leaf_merge_backward", always=True)
@@ -101,8 +100,7 @@ def leaf_merge(root_term: torch.Tensor, states: torch.Tensor, alpha: torch.Tenso
     weight : torch.Tensor
         ``[W, H·d]``: the columns of :math:`W_1` that meet the attention output.
     drop : torch.nn.Dropout
-        Dropout on the hidden units (its mask drawn as
-        ``_AddReluDropout`` draws it, so the random stream is the same).
+        Dropout on the hidden units, drawn in the kernel as :func:`keep_mask` draws it.
 
     Returns
     -------
@@ -122,9 +120,32 @@ def leaf_merge(root_term: torch.Tensor, states: torch.Tensor, alpha: torch.Tenso
     a = alpha.expand(B, n, k, H).reshape(N, H)
     b = beta.expand(B, n, k, H).reshape(N, H)
     p = drop.p if drop.training else 0.0
-    keep, scale = None, 1.0
-    if p > 0.0:
-        keep = torch.empty((N, W), dtype=torch.bool).bernoulli_(1.0 - p)
-        scale = 1.0 / (1.0 - p)
-    out = _LeafMerge.apply(root_term, parent, a, b, keep, scale, k, *flat)
+    seed = _draw_seed() if p > 0.0 else None
+    out = _LeafMerge.apply(root_term, parent, a, b, seed, 1.0 - p, k, *flat)
     return out.view(B, n * k, W)
+
+
+def _draw_seed() -> int:
+    """A seed for the kernel's dropout, from torch's default generator (so that
+    ``torch.manual_seed`` makes a run repeatable)."""
+    return int(torch.randint(0, 2**62, (), dtype=torch.int64))
+
+
+def keep_mask(shape: Sequence[int], p: float) -> torch.Tensor:
+    """A dropout keep mask (1 with probability ``1 - p``), ``uint8`` of ``shape`` (its last
+    dim the units of a row), drawn as :func:`leaf_merge` draws its dropout where the kernel
+    is built, with torch's ``bernoulli_`` where it is not.
+
+    The unfused path draws its masks here, so that a seeded run draws the same whichever
+    path runs.  The kernel draws each unit's decision from a counter-based generator
+    (``csrc/dropout_bits.h``) as it writes the unit: no mask is drawn into memory and read
+    back (torch's ``bernoulli_`` took ~12 ms of a default tBDFS step for the leaves' 6
+    million units)."""
+    fn = native("dropout_keep_mask")
+    if fn is None:
+        return torch.empty(tuple(shape), dtype=torch.uint8).bernoulli_(1.0 - p)
+    mask = torch.empty(tuple(shape), dtype=torch.uint8)
+    if mask.numel() == 0:
+        return mask
+    fn(_draw_seed(), 1.0 - p, mask.view(-1, mask.shape[-1]).numpy(), torch.get_num_threads())
+    return mask

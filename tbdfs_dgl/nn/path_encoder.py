@@ -96,7 +96,7 @@ class _AddReluDropout(torch.autograd.Function):
     As separate ops this allocates five path-sized tensors forward and backward (at width
     172 each is a fresh, page-faulted mapping); here the output overwrites ``x`` (in
     ``forward``, out of autograd's sight: an in-place op on a view of the product would
-    make autograd copy it whole in backward), the mask is a bool tensor, and backward is
+    make autograd copy it whole in backward), the mask is a byte tensor, and backward is
     one threshold pass and one scale, reading only the output: an entry survives iff it is
     positive and kept, so ``grad_x = grad · [out > 0] / (1 - p)``.
     """
@@ -108,7 +108,7 @@ class _AddReluDropout(torch.autograd.Function):
         x.clamp_min_(0.0)
         ctx.scale = 1.0
         if p > 0.0:
-            x.mul_(torch.empty(x.shape, dtype=torch.bool, device=x.device).bernoulli_(1.0 - p))
+            x.mul_(_leaf_merge.keep_mask(x.shape, p))  # as the fused hop draws it
             ctx.scale = 1.0 / (1.0 - p)
             x.mul_(ctx.scale)
         ctx.save_for_backward(x)
