@@ -22,6 +22,7 @@
 #include "path_attention.h"
 #include "paths.h"
 #include "sample.h"
+#include "simd.h"
 #include "strategy.h"
 #include "tables.h"
 #include "tcsr.h"
@@ -796,6 +797,9 @@ PYBIND11_MODULE(_C, m) {
         py::arg("grad_weight").noconvert(), py::arg("grad_feat").noconvert(),
         py::arg("grad_query").noconvert(), py::arg("num_threads") = 1,
         "Gradients of path_attention_forward (grad_feat None: not wanted).");
+  m.def("simd_isa", &simd::isa,
+        "The instruction set the float kernels run: 'avx2' or 'baseline' (see csrc/simd.h;\n"
+        "TBDFS_SIMD=baseline forces the baseline).");
   m.def("reduce_phases", &reduce_phases_py, py::arg("w"), py::arg("dt"),
         "Exact w * dt = quadrant * pi/2 + y (quadrant in 0..3, |y| <= pi/4), elementwise.");
   py::enum_<Strategy>(m, "Strategy",

@@ -48,7 +48,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" -m pytest -q -p no:cacheprovider tests/test_graph.py tests/test_sampler.py \
   tests/test_reliability.py tests/test_sampler_differential.py tests/test_strategy.py \
   tests/test_append.py tests/test_distributed.py tests/test_leaf_merge.py \
-  tests/test_gathered_scores.py tests/test_path_attention.py "$@"
+  tests/test_gathered_scores.py tests/test_path_attention.py tests/test_simd.py "$@"
 "$PY" - <<'PY'
 import tbdfs_dgl._C as C, os
 assert os.path.dirname(C.__file__) == os.environ["TBDFS_EXT_DIR"], C.__file__
