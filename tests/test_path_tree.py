@@ -496,3 +496,22 @@ def test_add_relu_dropout_matches_plain_ops(p):
     drop.eval()
     assert torch.equal(_add_relu_dropout_(x0.clone(), c.detach(), drop),
                        torch.relu(x0.view(B, n, W) + c.detach()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.int64])
+def test_distinct_rows_of_float_and_integer_keys(dtype):
+    # Floats are told apart by their bits, with -0.0 taken as 0.0: the same distinct keys
+    # and inverse index as comparing the values.
+    from tbdfs_dgl.nn import _distinct
+
+    g = torch.Generator().manual_seed(3)
+    key = (torch.randint(0, 40, (12, 25), generator=g) * 3 - 30).to(dtype)
+    if dtype.is_floating_point:
+        key = key * 0.37
+        key[0, :5] = -0.0
+        key[1, :5] = 0.0
+    uniq, inv = _distinct.distinct_rows(key)
+    assert torch.equal(uniq[inv], key.reshape(-1))
+    assert uniq.numel() == torch.unique(key).numel()  # -0.0 == 0.0 for unique too
+    assert torch.unique(uniq).numel() == uniq.numel()
+    assert _distinct.distinct_rows(torch.arange(10, dtype=dtype)) is None  # all distinct

@@ -36,10 +36,25 @@ def pays(key: torch.Tensor, width: int, out_dim: int) -> bool:
             and autocast_dtype("cpu") is None and not compiling())
 
 
+#: Integer types of the same width, whose ``unique`` finds the distinct floats by bits.
+_BITS = {torch.float64: torch.int64, torch.float32: torch.int32}
+
+
 def distinct_rows(key: torch.Tensor) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
     """``(distinct keys, inverse index)`` of the flattened ``key``, or ``None`` when more
-    than :data:`MAX_SHARE` of the keys are distinct."""
-    uniq, inv = torch.unique(key.reshape(-1), return_inverse=True)
+    than :data:`MAX_SHARE` of the keys are distinct.
+
+    Float keys (time gaps) are told apart by their bits, ``-0.0`` taken as ``0.0``: equal
+    floats have equal bits but for the zeros (and NaN, never equal anyway), and torch's
+    CPU ``unique`` of integers is 4-5x faster than of floats (60,000 gaps: 1.2 against
+    5.7 ms, one thread).  The distinct keys then come in the order of their bits."""
+    flat = key.reshape(-1)
+    bits = _BITS.get(flat.dtype) if flat.device.type == "cpu" else None
+    if bits is not None:
+        uniq, inv = torch.unique((flat + 0.0).view(bits), return_inverse=True)  # -0.0 + 0.0 = 0.0
+        uniq = uniq.view(flat.dtype)
+    else:
+        uniq, inv = torch.unique(flat, return_inverse=True)
     if uniq.numel() > MAX_SHARE * inv.numel():
         return None
     return uniq, inv
