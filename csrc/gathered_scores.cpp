@@ -6,18 +6,8 @@
 
 namespace tbdfs {
 
-namespace baseline {
-#include "gathered_scores_loops.inc"
-}  // namespace baseline
-
-#if TBDFS_SIMD_AVX2
-#pragma GCC push_options
-#pragma GCC target("avx2")
-namespace avx2 {
-#include "gathered_scores_loops.inc"
-}  // namespace avx2
-#pragma GCC pop_options
-#endif
+#define TBDFS_SIMD_LOOPS "gathered_scores_loops.inc"
+#include "simd_variants.inc"
 
 void gathered_scores_forward(int64_t num_roots, int64_t per_root, int64_t heads,
                              const ScoreParts& parts, float* scores, int num_threads) {

@@ -10,18 +10,8 @@
 
 namespace tbdfs {
 
-namespace baseline {
-#include "leaf_merge_loops.inc"
-}  // namespace baseline
-
-#if TBDFS_SIMD_AVX2
-#pragma GCC push_options
-#pragma GCC target("avx2")
-namespace avx2 {
-#include "leaf_merge_loops.inc"
-}  // namespace avx2
-#pragma GCC pop_options
-#endif
+#define TBDFS_SIMD_LOOPS "leaf_merge_loops.inc"
+#include "simd_variants.inc"
 
 void leaf_merge_forward(const LeafShape& s, const float* root, const float* parent,
                         const float* alpha, const float* beta, const LeafRows& parts,

@@ -10,18 +10,8 @@
 
 namespace tbdfs {
 
-namespace baseline {
-#include "path_attention_loops.inc"
-}  // namespace baseline
-
-#if TBDFS_SIMD_AVX2
-#pragma GCC push_options
-#pragma GCC target("avx2")
-namespace avx2 {
-#include "path_attention_loops.inc"
-}  // namespace avx2
-#pragma GCC pop_options
-#endif
+#define TBDFS_SIMD_LOOPS "path_attention_loops.inc"
+#include "simd_variants.inc"
 
 void path_attention_forward(const PathAttnShape& s, const float* feat, const float* query,
                             const uint8_t* mask, const float* drop, float* prob,

@@ -1,9 +1,10 @@
 // Kernels whose float loops are built twice: for the baseline x86-64 ISA (SSE2) and, on
 // x86-64 with GCC, for AVX2; the variant is picked once per process from the CPU.
 //
-// A kernel's loops live in "<kernel>_loops.inc", which its .cpp includes twice: in
-// namespace `baseline`, and in namespace `avx2` under `#pragma GCC target("avx2")` (the
-// pragma, unlike a function attribute, also reaches the lambdas that parallel_for runs).
+// A kernel's loops live in "<kernel>_loops.inc", which its .cpp includes twice through
+// simd_variants.inc: in namespace `baseline`, and in namespace `avx2` under
+// `#pragma GCC target("avx2")` (the pragma, unlike a function attribute, also reaches the
+// lambdas that parallel_for runs).
 // FMA is not enabled, so both variants round every operation alike, and vector_ops.h fixes
 // the order of every sum: the two give the same bits (tests/test_simd.py runs both).
 #pragma once
