@@ -565,7 +565,7 @@ void gathered_scores_backward_py(const std::vector<F32>& query, const std::vecto
 using Bool = py::array_t<bool, py::array::c_style>;
 
 // The shape from feat [B, P, D] and query [B, H, D]; checks mask [B, P], the optional
-// dropout factors [B, P, H] and the thread count.
+// dropout factors [B, H, P] and the thread count.
 PathAttnShape path_attn_shape(const F32& feat, const F32& query, const Bool& mask,
                               const std::optional<F32>& drop, int num_threads) {
   if (num_threads < 1) throw InputError("num_threads must be >= 1");

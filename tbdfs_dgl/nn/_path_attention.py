@@ -52,7 +52,6 @@ class _PathAttention(torch.autograd.Function):
             # The weights are the probabilities: a second output of the same tensor would
             # be aliased; a view keeps autograd's bookkeeping straight.
             weight = prob.view_as(prob)
-        ctx.mark_non_differentiable(mask)
         return agg, weight
 
     @staticmethod
