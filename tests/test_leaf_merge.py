@@ -319,3 +319,15 @@ def test_dropout_is_repeatable_and_drawn_by_the_kernel():
                             torch.nn.Dropout(0.0)).detach()
     assert torch.equal(outs[0] == 0, ~keep | (no_drop == 0))
     assert torch.allclose(outs[0][keep], 2 * no_drop[keep])
+
+
+def test_dropout_mask_without_the_kernels():
+    # Without the extension (or with every kernel off) the unfused path draws its masks
+    # with torch's bernoulli_: same dtype and shape, seeded by torch's generator.
+    with _native.all_disabled():
+        torch.manual_seed(4)
+        a = lm.keep_mask((300, 40), 0.25)
+        torch.manual_seed(4)
+        b = torch.empty((300, 40), dtype=torch.uint8).bernoulli_(0.75)
+    assert a.dtype == torch.uint8 and torch.equal(a, b)
+    assert lm.keep_mask((0, 5), 0.5).shape == (0, 5)
