@@ -275,7 +275,7 @@ def test_dropout_mask_rate_and_independence():
         n = mask.numel()
         sd = (p * (1 - p) / n) ** 0.5
         assert abs(mask.mean().item() - (1 - p)) < 6 * sd
-        # per unit position and per row, the rate holds too (no lane or row is biased)
+        # per unit position the rate holds too (no lane of the 64-bit outputs is biased)
         cols = mask.mean(dim=0)
         assert (cols - (1 - p)).abs().max().item() < 6 * (p * (1 - p) / 4000) ** 0.5
         # neighbouring units and neighbouring rows are uncorrelated
