@@ -397,8 +397,12 @@ def test_hardware_options_reach_the_trainer_and_the_record(tmp_path, monkeypatch
     assert (rec["device"], rec["compile"], rec["amp"]) == ("cpu", False, None)
     assert rec["compile_mode"] is None
     assert rec["cpu_gemm"] in ("onednn", "mkl")
+    assert rec["retain_memory"] is False
     hw = runner.Hardware(device="cpu", compile=True, compile_mode="reduce-overhead")
     assert runner.train_config(G.BUDGETS["smoke"], 0, hw).compile_mode == "reduce-overhead"
+    # (parsed only: the malloc tuning is process-wide, not for the test process)
+    hw = reproduce._hardware(reproduce.parse_args(args + ["--retain-memory"]))
+    assert hw.retain_memory and runner.train_config(G.BUDGETS["smoke"], 0, hw).retain_memory
     with pytest.raises(SystemExit, match="--compile-mode needs --compile"):
         reproduce.main(args + ["--compile-mode", "reduce-overhead"])
 

@@ -104,6 +104,7 @@ class Hardware:
     compile: bool = False
     amp: Optional[str] = None
     compile_mode: Optional[str] = None  # e.g. 'reduce-overhead' (CUDA graphs) with compile
+    retain_memory: bool = False  # TrainConfig.retain_memory: glibc malloc keeps freed memory
 
 
 def train_config(budget: Budget, seed: int, hardware: Hardware = Hardware()) -> TrainConfig:
@@ -116,7 +117,8 @@ def train_config(budget: Budget, seed: int, hardware: Hardware = Hardware()) -> 
                        eval_candidates=budget.eval_candidates, save_dir=None, progress=False,
                        train_negatives=budget.train_negatives, device=hardware.device,
                        compile=hardware.compile, amp=hardware.amp,
-                       compile_mode=hardware.compile_mode)
+                       compile_mode=hardware.compile_mode,
+                       retain_memory=hardware.retain_memory)
 
 
 _CODE: Optional[Dict[str, Any]] = None
@@ -303,6 +305,7 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
         "cpu_count": os.cpu_count(),
         "device": _device_name(hardware.device), "compile": hardware.compile,
         "compile_mode": hardware.compile_mode, "amp": hardware.amp,
+        "retain_memory": hardware.retain_memory,
         "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "code": code,
         **({} if result.resumed_at_epoch is None else {"resumed": {
