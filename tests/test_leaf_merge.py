@@ -83,6 +83,28 @@ def test_kernel_equals_the_unfused_computation(shape, num_parts, p):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-5 * max(1.0, b.abs().max().item()))
 
 
+@pytest.mark.parametrize("c", [6, 40], ids=["composed", "two_stage"])
+def test_raw_rows_with_their_value_map(c):
+    # A part given as raw rows and its value map gives the value rows' result: the maps
+    # composed first where that costs no more (c = 6 here), or applied in turn (c = 40,
+    # H = 2, d = 5, W = 7: c·W > d·(c + W)); gradients reach the raw rows and the map.
+    B, n, k, H, d, W = 3, 2, 4, 2, 5, 7
+    root, states, alpha, beta, parts, weight = inputs(B, n, k, H, d, W, 1, seed=31)
+    g = torch.Generator().manual_seed(32)
+    raw = torch.randn(9, c, generator=g, requires_grad=True)
+    value_map = torch.randn(H * d, c, generator=g, requires_grad=True)
+    index = torch.randint(0, 9, (B * n * k,), generator=g)
+    drop = torch.nn.Dropout(0.0)
+    tensors = [root, states, alpha, beta, weight, raw, value_map]
+    out = lm.leaf_merge(root, states, alpha, beta, parts + [(raw, index, value_map)], weight,
+                        drop)
+    ref = lm.leaf_merge(root, states, alpha, beta, parts + [(raw @ value_map.T, index)],
+                        weight, drop)
+    assert torch.allclose(out, ref, rtol=1e-5, atol=1e-5 * ref.abs().max().item())
+    for a, b in zip(grads(out, tensors, 33), grads(ref, tensors, 33)):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5 * max(1.0, b.abs().max().item()))
+
+
 def test_nan_propagates_as_in_torch():
     # A NaN pre-activation stays NaN through the ReLU (and a dropped one too, NaN * 0),
     # as in torch: a diverging model is not hidden by the kernel.

@@ -16,6 +16,14 @@ per parent and :math:`C_{i,m} = W_1^{(m)} V^{(m)}_i` once per distinct row.  Wha
 per leaf is weighted sums of those rows, the ReLU and the dropout: no per-leaf matrix
 product (the merge layer's product over every path was the largest cost of the branch),
 and no per-leaf tensor but the output, written once (``csrc/leaf_merge.h``).
+
+A part given as raw rows :math:`X_i` with its value map :math:`W_V^{(i)}` (so that
+:math:`V_i = X_i W_V^{(i)\top}`) gets :math:`C_{i,m} = X_i (W_1^{(m)} W_V^{(i,m)})^\top`:
+the two maps composed first (a ``[H·W, c]`` matrix), then one long product over the rows,
+where that costs no more multiply-adds than the two in turn (``c·H·W <= H·d·(c + W)``;
+equal at the defaults).  One long product runs at several times the rate of the per-head
+batched products and their layout copies (U = 24,000 time gaps: 36 against 57 ms forward
+and backward, one thread; docs/benchmarks/model.md, round 19).
 """
 from __future__ import annotations
 
@@ -24,6 +32,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from ._gemm import rows_linear
 from ._native import as_numpy, float32_cpu_kernel, native
 
 __all__ = ["available", "keep_mask", "leaf_merge"]
@@ -79,8 +88,24 @@ class _LeafMerge(torch.autograd.Function):
         return (g_root, g_parent, g_alpha, g_beta, None, None, None, *part_grads)
 
 
+def _head_rows(rows: torch.Tensor, value_weight: Optional[torch.Tensor], w: torch.Tensor
+               ) -> torch.Tensor:
+    """``[U, H, W]``: each head's columns of the merge layer (``w``: ``[W, H, d]``) applied
+    to a part's value rows: ``rows`` themselves (``[U, H·d]``) or, with ``value_weight``
+    (``[H·d, c]``), the value map of the raw ``rows`` (``[U, c]``), composed with them
+    first where that is no costlier (see the module)."""
+    W, H, d = w.shape
+    if value_weight is not None:
+        c = value_weight.shape[1]
+        if c * W <= d * (c + W):
+            composed = torch.einsum("whd,hdc->hwc", w, value_weight.view(H, d, c).to(w.dtype))
+            return rows_linear(rows.to(w.dtype), composed.reshape(H * W, c)).view(-1, H, W)
+        rows = rows_linear(rows, value_weight)
+    return torch.einsum("uhd,whd->uhw", rows.view(-1, H, d).to(w.dtype), w)
+
+
 def leaf_merge(root_term: torch.Tensor, states: torch.Tensor, alpha: torch.Tensor,
-               beta: torch.Tensor, parts: Sequence[Tuple[torch.Tensor, torch.Tensor]],
+               beta: torch.Tensor, parts: Sequence[Tuple[torch.Tensor, ...]],
                weight: torch.Tensor, drop: nn.Dropout) -> torch.Tensor:
     r"""The merge layer's hidden units of every path, fused with the last hop (see the
     module; only where :func:`available`).
@@ -94,9 +119,10 @@ def leaf_merge(root_term: torch.Tensor, states: torch.Tensor, alpha: torch.Tenso
     alpha, beta : torch.Tensor
         ``[B, n, k, H]`` (or ``H = 1``, shared by the heads): each leaf's weights of its
         parent's state and of its own value.
-    parts : sequence of (torch.Tensor, torch.Tensor)
+    parts : sequence of (torch.Tensor, torch.Tensor) or (torch.Tensor, torch.Tensor, torch.Tensor)
         The leaves' value parts: rows ``[U_i, H·d]`` and the ``[B·n·k]`` int64 row of
-        every leaf (absent leaves may point anywhere: their ``beta`` is 0).
+        every leaf (absent leaves may point anywhere: their ``beta`` is 0); or raw rows
+        ``[U_i, c]``, that index and their value map ``[H·d, c]``.
     weight : torch.Tensor
         ``[W, H·d]``: the columns of :math:`W_1` that meet the attention output.
     drop : torch.nn.Dropout
@@ -115,8 +141,9 @@ def leaf_merge(root_term: torch.Tensor, states: torch.Tensor, alpha: torch.Tenso
     # Per parent and per distinct row, the map of each head's columns: [rows, H, W].
     parent = torch.einsum("qhd,whd->qhw", states.reshape(B * n, H, d), w)
     flat: List[torch.Tensor] = []
-    for rows, index in parts:
-        flat += [torch.einsum("uhd,whd->uhw", rows.view(-1, H, d).to(w.dtype), w), index]
+    for part in parts:
+        rows, index = part[0], part[1]
+        flat += [_head_rows(rows, part[2] if len(part) > 2 else None, w), index]
     a = alpha.expand(B, n, k, H).reshape(N, H)
     b = beta.expand(B, n, k, H).reshape(N, H)
     p = drop.p if drop.training else 0.0

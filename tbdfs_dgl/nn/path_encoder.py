@@ -682,7 +682,8 @@ class PathEncoder(nn.Module):
                 elif tabled[i]:
                     rows, inv = shared[c.start]
                     if leaf_rows is not None:
-                        leaf_rows.append((rows_linear(rows, w_c), inv))
+                        # the value map composed with fc1's in the fused hop
+                        leaf_rows.append((rows, inv, w_c))
                     else:
                         v_s = rows_linear(rows, w_c).index_select(0, inv)
                         # In place on a fresh gather (index_select keeps no output for
