@@ -89,8 +89,10 @@ def _onednn_mm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return _linear_op()(_dense(x), _dense(w), None, "none", [], "")
 
 
-def _onednn_pays(rows: int, x: torch.Tensor, weight: torch.Tensor) -> bool:
-    return (x.device.type == "cpu" and rows >= _ONEDNN_MIN_ROWS
+def _onednn_pays(rows: int, x: torch.Tensor, weight: torch.Tensor,
+                 min_rows: Optional[int] = None) -> bool:
+    min_rows = _ONEDNN_MIN_ROWS if min_rows is None else min_rows
+    return (x.device.type == "cpu" and rows >= min_rows
             and x.dtype == weight.dtype == torch.float32
             and autocast_dtype("cpu") is None and not compiling()
             and cpu_gemm_backend() == "onednn")
@@ -214,11 +216,13 @@ def _pays_to_pad(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 
 def rows_linear(x: torch.Tensor, weight: torch.Tensor,
-                acc: Optional[torch.Tensor] = None) -> torch.Tensor:
+                acc: Optional[torch.Tensor] = None,
+                min_onednn_rows: Optional[int] = None) -> torch.Tensor:
     """``x @ weight.T`` (plus ``acc``, updated in place where it can be) for ``x: [M, a]``.
 
-    ``acc``, when given, must be a fresh tensor the caller owns (a sum being built).  On a
-    CPU three shapes get special treatment, all exact:
+    ``acc``, when given, must be a fresh tensor the caller owns (a sum being built);
+    ``min_onednn_rows`` moves the long-product threshold below (16,384 rows) for a caller
+    that measured its shape.  On a CPU three shapes get special treatment, all exact:
 
     * a tiny weight (``<= 8`` outputs, ``<= 16`` inputs: width-4 models): GEMM kernels
       are slow on ``[M, 4] x [4, 4]`` shapes, so groups of ``r = 4`` rows are multiplied
@@ -233,7 +237,8 @@ def rows_linear(x: torch.Tensor, weight: torch.Tensor,
     """
     r = 4
     b, a = weight.shape
-    if x.dim() == 2 and min(a, b) >= _ONEDNN_MIN_WIDTH and _onednn_pays(x.shape[0], x, weight):
+    if (x.dim() == 2 and min(a, b) >= _ONEDNN_MIN_WIDTH
+            and _onednn_pays(x.shape[0], x, weight, min_onednn_rows)):
         y = _OneDNNLinear.apply(x, weight)
         return y if acc is None else acc.add_(y)
     if (x.device.type != "cpu" or b > 8 or a > 16 or x.shape[0] % r
