@@ -126,6 +126,21 @@ def test_onednn_rows_linear_matches_linear_and_its_gradients(k, n, with_acc,
 
 
 @needs_onednn
+def test_a_caller_may_lower_the_onednn_threshold(monkeypatch):
+    # min_onednn_rows moves the long-product threshold for one call only.
+    monkeypatch.delenv("TBDFS_CPU_GEMM", raising=False)
+    x, w, grad = _inputs(300, 32, 24, seed=5)
+    w = w[:, :32]
+    plain = rows_linear(x, w)
+    lowered = rows_linear(x, w, min_onednn_rows=256)
+    assert type(plain.grad_fn).__name__ != "_OneDNNLinearBackward"
+    assert type(lowered.grad_fn).__name__ == "_OneDNNLinearBackward"
+    _close(lowered.detach(), plain.detach())
+    assert type(rows_linear(x[:200], w, min_onednn_rows=256).grad_fn).__name__ != \
+        "_OneDNNLinearBackward"
+
+
+@needs_onednn
 def test_few_outputs_linear_matches_matmul_and_its_gradients(onednn_for_any_size):
     g = torch.Generator().manual_seed(11)
     x = torch.randn(70, 9, 30, generator=g).requires_grad_()
