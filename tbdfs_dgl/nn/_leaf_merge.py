@@ -21,7 +21,7 @@ A part given as raw rows :math:`X_i` with its value map :math:`W_V^{(i)}` (so th
 :math:`V_i = X_i W_V^{(i)\top}`) gets :math:`C_{i,m} = X_i (W_1^{(m)} W_V^{(i,m)})^\top`:
 the two maps composed first (a ``[H·W, c]`` matrix), then one long product over the rows,
 where that costs no more multiply-adds than the two in turn (``c·H·W <= H·d·(c + W)``;
-equal at the defaults).  One long product runs at several times the rate of the per-head
+equal at the defaults).  The one long product beats the value map followed by per-head
 batched products and their layout copies (U = 24,000 time gaps: 36 against 57 ms forward
 and backward, one thread; docs/benchmarks/model.md, round 19).
 """
