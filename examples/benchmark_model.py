@@ -14,6 +14,9 @@ the official code's 382 on Wikipedia).
 Settings (``--settings``):
 
 - ``defaults``: ours — fanouts [10, 10] recent, width 100, time width 100, featureless.
+- ``paper``: the ``full`` reproduction budget's — the paper's sampler, fanouts [20, 20]
+  uniform, with our model (width 100, time width 100, featureless); what issue 13's
+  ``full`` grid runs (with the ``-plain`` variants, the budget's layer form).
 - ``official4`` / ``official172``: the official tDFS code's Wikipedia setting —
   fanouts [20, 20] uniform, model width = time width = feature width W (4 or 172), W zero
   columns of node and edge features (the official code's stand-in for absent features).
@@ -59,6 +62,8 @@ from tbdfs_dgl.nn import _native, cpu_gemm_backend  # noqa: E402
 SETTINGS = {
     "defaults": dict(fanouts=(10, 10), strategy="recent", width=100, time_width=100,
                      feat_width=0),
+    "paper": dict(fanouts=(20, 20), strategy="uniform", width=100, time_width=100,
+                  feat_width=0),
     "official4": dict(fanouts=(20, 20), strategy="uniform", width=4, time_width=4,
                       feat_width=4),
     "official172": dict(fanouts=(20, 20), strategy="uniform", width=172, time_width=172,

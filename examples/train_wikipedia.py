@@ -383,7 +383,7 @@ def run_one(args: argparse.Namespace, data: TemporalDataset, alpha: Any, label: 
         "model_seconds_per_epoch": float(np.mean([e.model_seconds for e in epochs])) if epochs else None,
         "batches_per_epoch": epochs[0].batches if epochs else 0,
         "peak_rss_mb": result.peak_rss_mb, "peak_gpu_mb": result.peak_gpu_mb,
-        "val": result.val, "test": result.test,
+        "val": result.val, "test": result.test, "learned_alpha": result.alpha,
         "history": [{"epoch": e.epoch, "loss": e.loss, "val_ap": e.val["transductive"]["ap"],
                      "seconds": e.seconds} for e in epochs],
     }
@@ -518,6 +518,12 @@ def run_all(args: argparse.Namespace, ranks: Any) -> Dict[str, Any]:
         runs.append(run_one(args, data, alpha, label, save_dir))
     print()
     print(table(data.name, runs))
+    for run in runs:
+        la = run["learned_alpha"]
+        if la is not None and la["roots_with_path"]:
+            print(f"[{data.name}] {run['label']}: learned alpha (BFS weight) on the test "
+                  f"embeddings with a path: mean {la['mean']:.3f}, p10-p90 "
+                  f"{la['p10']:.3f}-{la['p90']:.3f} ({la['roots_with_path']} of {la['roots']})")
     out = {"dataset": data.name, "synthetic": bool(data.synthetic), "source": data.source,
            "args": vars(args), "runs": runs, "world_size": ranks.world_size,
            "versions": {"torch": torch.__version__, "numpy": np.__version__}}

@@ -9,8 +9,9 @@ the paths make at all.  Torch only: no DGL.
 from __future__ import annotations
 
 import numbers
+from types import TracebackType
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Type, Union
 
 import numpy as np
 import torch
@@ -18,7 +19,7 @@ import torch
 if TYPE_CHECKING:
     from .batch import TemporalBatch
 
-__all__ = ["PathAttention", "explain", "root_paths"]
+__all__ = ["AlphaRecorder", "PathAttention", "explain", "root_paths"]
 
 
 @dataclass
@@ -191,3 +192,102 @@ def explain(model: torch.nn.Module, batch: "TemporalBatch", node_feat: Optional[
     logit = float(model.score(h[roots[0]][None], h[roots[1]][None])[0])
     return {"src": parts[0], "dst": parts[1], "score": logit,
             "probability": float(torch.sigmoid(torch.tensor(logit)))}
+
+
+class AlphaRecorder:
+    """The learned gate's :math:`\\alpha` (``TBDFSModel(alpha='learn')``) over every root
+    the model embeds while the recorder is entered.
+
+    A forward hook on ``model.gate`` (no change to the computation) adds the BFS weight of
+    each root *with a temporal path* to a histogram of :attr:`BINS` bins over [0, 1], with
+    the values' sum and sum of squares.  A root without a path is left out: its blend is
+    :math:`h^{BFS}` whatever :math:`\\alpha` (the model sets :math:`h^{DFS} = h^{BFS}`
+    there, which is how the hook tells it).  Histograms add, so the ranks of a distributed
+    run can pool theirs (``summary(reduce=...)``).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A model with a learned gate (a ``gate`` submodule taking
+        :math:`[h^{BFS} \\Vert h^{DFS}]`), on any device.
+
+    Examples
+    --------
+    >>> with AlphaRecorder(model) as rec:           # doctest: +SKIP
+    ...     model(batch)
+    >>> rec.summary()["mean"]                        # doctest: +SKIP
+    """
+
+    #: Histogram bins over [0, 1]: quantiles are read to within 1 / BINS.
+    BINS = 1000
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        gate = getattr(model, "gate", None)
+        if not isinstance(gate, torch.nn.Module):
+            raise ValueError("AlphaRecorder needs a model with a learned gate "
+                             "(TBDFSModel(alpha='learn')); this one has a fixed alpha")
+        self._gate = gate
+        self._handle: Any = None
+        self._hist: Optional[torch.Tensor] = None  # float64 counts, on the model's device
+        self._moments: Optional[torch.Tensor] = None  # [roots, with path, sum, sum of squares]
+
+    def __enter__(self) -> "AlphaRecorder":
+        if self._handle is not None:
+            raise RuntimeError("this AlphaRecorder is already recording")
+        self._handle = self._gate.register_forward_hook(self._record)
+        return self
+
+    def __exit__(self, kind: Optional[Type[BaseException]], value: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self._handle.remove()
+        self._handle = None
+
+    def _record(self, module: torch.nn.Module, inputs: Tuple[torch.Tensor, ...],
+                output: torch.Tensor) -> None:
+        x = inputs[0].detach()
+        d = x.shape[-1] // 2
+        with_path = (x[:, :d] != x[:, d:]).any(dim=-1)
+        a = torch.sigmoid(output.detach().float().reshape(-1))[with_path].double()
+        hist = torch.histc(a, bins=self.BINS, min=0.0, max=1.0)
+        moments = torch.stack([torch.tensor(float(x.shape[0]), dtype=torch.float64,
+                                            device=a.device),
+                               a.new_tensor(0.0) + a.numel(), a.sum(), (a * a).sum()])
+        # Kept on the model's device and added there: no host copy per batch.
+        self._hist = hist if self._hist is None else self._hist + hist
+        self._moments = moments if self._moments is None else self._moments + moments
+
+    def summary(self, reduce: Optional[Callable[[np.ndarray], np.ndarray]] = None
+                ) -> Dict[str, float]:
+        """What was recorded.
+
+        Parameters
+        ----------
+        reduce : callable, optional
+            Sums a float64 array over processes (e.g. the ranks of a distributed run); the
+            histogram and moments go through it before the figures are read.
+
+        Returns
+        -------
+        dict
+            ``roots`` (embedded), ``roots_with_path`` (those the figures are over),
+            ``mean`` and ``std`` of :math:`\\alpha`, and its quantiles ``p10``, ``p50``,
+            ``p90`` (to within ``1 / BINS``; NaN where no root had a path).
+        """
+        hist = (np.zeros(self.BINS) if self._hist is None
+                else self._hist.cpu().numpy().astype(np.float64))
+        moments = np.zeros(4) if self._moments is None else self._moments.cpu().numpy()
+        pooled = np.concatenate([hist, moments])
+        if reduce is not None:
+            pooled = np.asarray(reduce(pooled), dtype=np.float64)
+        hist, (roots, n, total, squares) = pooled[:self.BINS], pooled[self.BINS:]
+        out = {"roots": int(roots), "roots_with_path": int(n)}
+        if n == 0:
+            return {**out, **{k: float("nan") for k in ("mean", "std", "p10", "p50", "p90")}}
+        mean = total / n
+        out["mean"] = float(mean)
+        out["std"] = float(np.sqrt(max(squares / n - mean * mean, 0.0)))
+        cum = np.cumsum(hist)
+        for q in (10, 50, 90):
+            # The upper edge of the bin where the q-th percentile falls.
+            out[f"p{q}"] = float((np.searchsorted(cum, q / 100 * n) + 1) / self.BINS)
+        return out

@@ -120,3 +120,49 @@ def test_raw_ids_may_be_names_and_must_cover_the_batch():
     assert type(as_numpy["root"]) is int  # JSON-ready, not a NumPy scalar
     with pytest.raises(ValueError, match="node_ids has 3 entries, but the batch refers to node"):
         model.explain(batch, edge_feat=ef, root=0, node_ids=names[:3])
+
+
+def test_alpha_recorder_holds_the_gates_values_of_the_roots_with_a_path():
+    from tbdfs_dgl.explain import AlphaRecorder
+
+    model, _, ef = setup("learn")
+    rng = np.random.default_rng(1)
+    src, dst, ts = ref.random_graph(rng, 25, 400, num_times=100)
+    g = TemporalGraph(src, dst, ts, num_nodes=25)
+    # Queries at time 0 see no history, hence no path: those roots must be left out.
+    batch = TemporalSampler(g, [3, 4], strategy="uniform", seed=1).sample(
+        rng.integers(0, 23, 16), np.r_[np.zeros(4), rng.uniform(20, 110, 12)])
+    with torch.no_grad():
+        _, att = model(batch, None, ef, get_attention=True)
+        has = att.mask.any(dim=1)
+        assert 0 < int(has.sum()) < batch.num_roots  # both kinds of root are in the batch
+        expected = att.alpha.reshape(-1)[has].double().numpy()
+        with AlphaRecorder(model) as rec:
+            model(batch, None, ef)
+            model(batch, None, ef)  # a second batch adds to the first
+        model(batch, None, ef)  # outside the `with`: not recorded
+    s = rec.summary()
+    assert s["roots"] == 2 * batch.num_roots and s["roots_with_path"] == 2 * len(expected)
+    assert s["mean"] == pytest.approx(expected.mean(), rel=1e-6)
+    assert s["std"] == pytest.approx(expected.std(), rel=1e-4, abs=1e-9)
+    # Each quantile is the upper edge of the bin holding the order statistic it names.
+    values = np.sort(np.concatenate([expected, expected]))
+    for q in (10, 50, 90):
+        k = int(np.ceil(q / 100 * len(values))) - 1
+        assert values[k] <= s[f"p{q}"] <= values[k] + 1.0 / AlphaRecorder.BINS + 1e-12
+    # Pooled over two "ranks" holding the same values: counts double, figures stay.
+    pooled = rec.summary(reduce=lambda a: 2 * a)
+    assert pooled["roots_with_path"] == 2 * s["roots_with_path"]
+    assert pooled["mean"] == pytest.approx(s["mean"]) and pooled["p50"] == s["p50"]
+
+
+def test_alpha_recorder_refuses_a_fixed_alpha_and_reentry():
+    from tbdfs_dgl.explain import AlphaRecorder
+
+    with pytest.raises(ValueError, match="learned gate"):
+        AlphaRecorder(setup(0.5)[0])
+    rec = AlphaRecorder(setup("learn")[0])
+    assert np.isnan(rec.summary()["mean"]) and rec.summary()["roots_with_path"] == 0
+    with rec:
+        with pytest.raises(RuntimeError, match="already recording"):
+            rec.__enter__()

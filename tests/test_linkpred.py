@@ -120,6 +120,14 @@ def test_short_training_learns_the_planted_pattern(tmp_path):
     assert {"transductive", "inductive"} == set(result.test)
 
 
+def test_a_learned_gate_reports_its_alpha_on_the_test_embeddings(small):
+    learned = run(small, seed=3, epochs=1, alpha="learn")
+    a = learned.alpha
+    assert 0 < a["roots_with_path"] <= a["roots"]
+    assert 0.0 < a["p10"] <= a["p50"] <= a["p90"] <= 1.0 and 0.0 < a["mean"] < 1.0
+    assert run(small, seed=3, epochs=1).alpha is None  # a fixed alpha has nothing to report
+
+
 def test_fixed_seed_gives_the_same_result(small):
     a = run(small, seed=3, epochs=1)
     b = run(small, seed=3, epochs=1)

@@ -249,6 +249,32 @@ def test_report_from_handmade_results(tmp_path):
     assert "largest mean drop is -time" in f
 
 
+def test_a_learned_alpha_run_records_its_gate(tmp_path):
+    args = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "learned-alpha",
+            "--out-dir", str(tmp_path), "--no-progress", "--quiet"]
+    assert reproduce.main(args) == 0
+    (rec,) = _lines(tmp_path / "results" / "runs.jsonl")
+    gate = rec["learned_alpha"]
+    assert 0 < gate["roots_with_path"] <= gate["roots"] and 0.0 < gate["mean"] < 1.0
+    section = (tmp_path / "results.md").read_text().split("## Learned α")[1].split("## ")[0]
+    assert "| synthetic | 1 | " in section
+
+
+def test_report_shows_what_the_learned_gate_chose(tmp_path):
+    recs = [_rec("bitcoin-otc", "learned-alpha", s, 0.8) for s in range(2)]
+    for s, m in enumerate((0.6, 0.7)):
+        recs[s]["learned_alpha"] = {"roots": 100, "roots_with_path": 80, "mean": m,
+                                    "std": 0.1, "p10": m - 0.1, "p50": m, "p90": m + 0.1}
+    recs.append(_rec("wikipedia", "learned-alpha", 0, 0.8))  # before gates were recorded
+    md = R.render_markdown(R.Results(recs, "session"), 2, "runs.jsonl", "a.png", "c.png")
+    section = md.split("## Learned α")[1].split("## ")[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| bitcoin")]
+    assert rows == ["| bitcoin-otc | 2 | 0.650 ± 0.071 | 0.550 | 0.650 | 0.750 | 80% |"]
+    assert "wikipedia" not in section
+    md = R.render_markdown(R.Results(recs[2:], "session"), 2, "runs.jsonl", "a.png", "c.png")
+    assert "No learned-α run recorded its gate yet" in md
+
+
 def test_report_only_with_no_results(tmp_path):
     args = ["--budget", "session", "--report-only", "--out-dir", str(tmp_path)]
     assert reproduce.main(args) == 0

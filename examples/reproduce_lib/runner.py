@@ -301,6 +301,8 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
                      "sample_seconds": e.sample_seconds, "model_seconds": e.model_seconds,
                      "batches": e.batches} for e in hist],
         "val": result.val, "test": result.test, "peak_rss_mb": result.peak_rss_mb,
+        # The learned gate's alpha over the test embeddings (learned-alpha runs only).
+        **({} if result.alpha is None else {"learned_alpha": result.alpha}),
         "torch_threads": torch.get_num_threads(), "host": platform.node(),
         "cpu_count": os.cpu_count(),
         "device": _device_name(hardware.device), "compile": hardware.compile,

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from .._deprecation import deprecated_alias
 from .._malloc import retain_freed_memory
 from ..data.dataset import TemporalDataset
+from ..explain import AlphaRecorder
 from ..graph import TemporalGraph
 from ..metrics import link_prediction_metrics, ranking_metrics
 from ..nn.time_encoder import TimeEncoder
@@ -73,6 +74,9 @@ class TrainResult:
     val: Dict[str, Dict[str, float]] = field(default_factory=dict)
     peak_rss_mb: float = 0.0
     peak_gpu_mb: Optional[float] = None  # torch.cuda.max_memory_allocated, CUDA runs only
+    # A learned gate's alpha over the test split's embeddings, best weights
+    # (explain.AlphaRecorder.summary); None for a fixed alpha or a compiled model.
+    alpha: Optional[Dict[str, float]] = None
     # Resumed runs (TrainConfig.resume_path): the epochs done before this fit, the wall
     # seconds that the earlier fits spent on them, and where each fit trained (first epoch
     # and device, one entry per fit, this one last).
@@ -505,6 +509,9 @@ class LinkPredictionTrainer:
     def fit(self) -> TrainResult:
         """Train with early stopping on validation AP; restore the best weights; test.
 
+        A model with a learned gate (``alpha='learn'``) also reports the gate's values
+        over the test embeddings (``TrainResult.alpha``; not for a compiled model).
+
         With ``config.resume_path`` the training state is saved there after every epoch,
         and a state already there is resumed (:mod:`.training_state`).
         """
@@ -561,7 +568,14 @@ class LinkPredictionTrainer:
         if best_state is not None:
             self.model.load_state_dict(best_state)
         result.val = self.evaluate("val")
-        result.test = self.evaluate("test")
+        # A compiled model pads its batches with roots that are not the split's, and the
+        # gate's hook would see them too: recorded only where the model runs as written.
+        recorder = (AlphaRecorder(self.model) if getattr(self.model, "gate", None) is not None
+                    and not cfg.compile else None)
+        with recorder if recorder is not None else contextlib.nullcontext():
+            result.test = self.evaluate("test")
+        if recorder is not None:
+            result.alpha = recorder.summary(lambda a: distributed.all_sum(a, self.ranks))
         result.peak_rss_mb = _peak_rss_mb()
         if self.device.type == "cuda":
             result.peak_gpu_mb = torch.cuda.max_memory_allocated(self.device) / 2**20
