@@ -9,8 +9,8 @@ the paths make at all.  Torch only: no DGL.
 from __future__ import annotations
 
 import numbers
-from types import TracebackType
 from dataclasses import dataclass
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Type, Union
 
 import numpy as np
@@ -247,11 +247,13 @@ class AlphaRecorder:
         x = inputs[0].detach()
         d = x.shape[-1] // 2
         with_path = (x[:, :d] != x[:, d:]).any(dim=-1)
-        a = torch.sigmoid(output.detach().float().reshape(-1))[with_path].double()
-        hist = torch.histc(a, bins=self.BINS, min=0.0, max=1.0)
-        moments = torch.stack([torch.tensor(float(x.shape[0]), dtype=torch.float64,
-                                            device=a.device),
-                               a.new_tensor(0.0) + a.numel(), a.sum(), (a * a).sum()])
+        a = torch.sigmoid(output.detach().double().reshape(-1))
+        # Roots without a path go to -1, which the histogram's range leaves out: no
+        # boolean indexing, so no wait for the device in the middle of an evaluation.
+        hist = torch.histc(torch.where(with_path, a, -1.0), bins=self.BINS, min=0.0, max=1.0)
+        a = a * with_path
+        moments = torch.stack([a.new_full((), float(a.numel())), with_path.sum().double(),
+                               a.sum(), (a * a).sum()])
         # Kept on the model's device and added there: no host copy per batch.
         self._hist = hist if self._hist is None else self._hist + hist
         self._moments = moments if self._moments is None else self._moments + moments
