@@ -32,6 +32,22 @@ def test_offline_run_falls_back_to_synthetic_and_names_it(tmp_path, monkeypatch,
     assert (tmp_path / "out" / "tbdfs-alpha-0.5" / "best.pt").exists()
 
 
+def test_a_learned_gate_is_reported_with_its_alpha(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TBDFS_DATA_DIR", str(tmp_path / "no-data-here"))
+    argv = ["train_wikipedia.py", "--no-download", "--max-batches", "2", "--hidden-dim", "8",
+            "--time-dim", "8", "--fanouts", "3,3", "--alpha", "learn,1", "--no-progress",
+            "--save-dir", str(tmp_path / "out")]
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_path(str(ROOT / "examples" / "train_wikipedia.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    learned, tgat = json.loads((tmp_path / "out" / "metrics.json").read_text())["runs"]
+    assert tgat["learned_alpha"] is None
+    gate = learned["learned_alpha"]
+    assert 0 < gate["roots_with_path"] <= gate["roots"] and 0.0 < gate["mean"] < 1.0
+    assert f"learned alpha (BFS weight) on the test embeddings with a path: mean " \
+           f"{gate['mean']:.3f}" in out
+
+
 def test_resume_keeps_each_runs_state_and_a_finished_run_only_tests_again(tmp_path,
                                                                          monkeypatch, capsys):
     monkeypatch.setenv("TBDFS_DATA_DIR", str(tmp_path / "no-data-here"))
