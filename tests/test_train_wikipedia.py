@@ -12,14 +12,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_offline_run_falls_back_to_synthetic_and_names_it(tmp_path, monkeypatch, capsys):
+def _run_offline(tmp_path, monkeypatch, capsys, alpha):
+    """A tiny run with no data at hand (the synthetic stand-in); its printout."""
     monkeypatch.setenv("TBDFS_DATA_DIR", str(tmp_path / "no-data-here"))
     argv = ["train_wikipedia.py", "--no-download", "--max-batches", "2", "--hidden-dim", "8",
-            "--time-dim", "8", "--fanouts", "3,3", "--alpha", "0.5,1", "--no-progress",
+            "--time-dim", "8", "--fanouts", "3,3", "--alpha", alpha, "--no-progress",
             "--save-dir", str(tmp_path / "out")]
     monkeypatch.setattr(sys, "argv", argv)
     runpy.run_path(str(ROOT / "examples" / "train_wikipedia.py"), run_name="__main__")
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_offline_run_falls_back_to_synthetic_and_names_it(tmp_path, monkeypatch, capsys):
+    out = _run_offline(tmp_path, monkeypatch, capsys, "0.5,1")
     lines = [ln for ln in out.splitlines() if ln.startswith("[")]
     assert lines and all("SYNTHETIC" in ln for ln in lines), out
     assert "no Wikipedia data available" in out
@@ -33,13 +38,7 @@ def test_offline_run_falls_back_to_synthetic_and_names_it(tmp_path, monkeypatch,
 
 
 def test_a_learned_gate_is_reported_with_its_alpha(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("TBDFS_DATA_DIR", str(tmp_path / "no-data-here"))
-    argv = ["train_wikipedia.py", "--no-download", "--max-batches", "2", "--hidden-dim", "8",
-            "--time-dim", "8", "--fanouts", "3,3", "--alpha", "learn,1", "--no-progress",
-            "--save-dir", str(tmp_path / "out")]
-    monkeypatch.setattr(sys, "argv", argv)
-    runpy.run_path(str(ROOT / "examples" / "train_wikipedia.py"), run_name="__main__")
-    out = capsys.readouterr().out
+    out = _run_offline(tmp_path, monkeypatch, capsys, "learn,1")
     learned, tgat = json.loads((tmp_path / "out" / "metrics.json").read_text())["runs"]
     assert tgat["learned_alpha"] is None
     gate = learned["learned_alpha"]
