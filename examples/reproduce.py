@@ -256,7 +256,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     failed = 0
     interrupted = False
     if not args.report_only:
-        from reproduce_lib.runner import remove_state, run_one, state_path
+        from reproduce_lib.runner import remove_state, run_one, state_path, unresumable_states
 
         hardware = _hardware(args)
         if args.shard:
@@ -272,6 +272,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             for spec in specs:
                 if spec.key in done:
                     remove_state(state_path(spec, state_dir))
+            refused = unresumable_states(todo, state_dir, args.resume_other_code)
+            if refused:
+                for why in refused:
+                    print(f"error: {why}", file=sys.stderr)
+                print(f"{len(refused)} run(s) cannot resume (above); nothing was run",
+                      file=sys.stderr)
+                return 2
         bar = _bar(len(specs), len(specs) - len(todo), budget.name, args.no_progress)
         say = bar.write if hasattr(bar, "write") else print
         say(f"budget {budget.name}: {len(specs)} runs in the grid, {len(specs) - len(todo)} "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -485,7 +486,7 @@ def test_a_run_stopped_midway_resumes_from_its_last_epoch(tmp_path, monkeypatch,
     assert "unreadable" in capsys.readouterr().out
 
 
-def test_a_state_of_other_package_sources_is_refused(tmp_path, monkeypatch):
+def test_a_state_of_other_package_sources_is_refused(tmp_path, monkeypatch, capsys):
     from tbdfs_dgl.linkpred import LinkPredictionTrainer
 
     args = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "tgat", "--epochs",
@@ -502,8 +503,17 @@ def test_a_state_of_other_package_sources_is_refused(tmp_path, monkeypatch):
     (sidecar,) = (tmp_path / "results" / "resume").rglob("*.code.json")
     sidecar.write_text(json.dumps(dict(json.loads(sidecar.read_text()), package_sha="0" * 12)))
     monkeypatch.setattr(LinkPredictionTrainer, "train_epoch", real_epoch)
-    with pytest.raises(ValueError, match="other package sources.*delete .* to start it over"):
-        reproduce.main(args + ["--fail-fast"])
+    # Refused before anything runs: a grid must not start fresh runs and then stop at
+    # this one (nor, without --fail-fast, go on past it).
+    started = []
+    monkeypatch.setattr(runner, "run_one", lambda spec, *a, **k: started.append(spec))
+    capsys.readouterr()
+    assert reproduce.main(args + ["--variants", "tgat,tbdfs"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"synthetic/tgat/seed0: .* other package sources.*delete .* to start it "
+                     r"over", err) and "1 run(s) cannot resume" in err
+    assert started == []
+    monkeypatch.undo()
     # Asked to, it resumes under these sources, and the record names both versions.
     assert reproduce.main(args + ["--resume-other-code"]) == 0
     (rec,) = _lines(tmp_path / "results" / "runs.jsonl")

@@ -26,6 +26,7 @@ from tbdfs_dgl.nn import cpu_gemm_backend
 from .grid import VARIANTS, Budget, RunSpec
 
 __all__ = ["get_dataset", "run_one", "state_path", "remove_state", "runs_in_progress",
+           "unresumable_states",
            "Hardware", "model_kwargs", "train_config", "code_version", "measure_speed",
            "SpeedSample", "estimate_grid"]
 
@@ -203,11 +204,17 @@ def _code_of_state(path: Path, code: Dict[str, Any], other_code_ok: bool = False
     refused, with what to do, unless ``other_code_ok`` (the caller has checked that the
     sources differ in nothing the run computes; the record then names both versions).
     """
-    sidecar = path.with_suffix(".code.json")
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        sidecar.write_text(json.dumps(code, sort_keys=True) + "\n")
+        path.with_suffix(".code.json").write_text(json.dumps(code, sort_keys=True) + "\n")
         return code
+    return _started_code(path, code, other_code_ok)
+
+
+def _started_code(path: Path, code: Dict[str, Any], other_code_ok: bool) -> Dict[str, Any]:
+    """The code record beside an existing state, or ValueError saying why the run
+    cannot resume under ``code``."""
+    sidecar = path.with_suffix(".code.json")
     try:
         started = json.loads(sidecar.read_text())
     except (OSError, ValueError) as err:
@@ -222,6 +229,23 @@ def _code_of_state(path: Path, code: Dict[str, Any], other_code_ok: bool = False
             "over (or, having checked that the sources differ in nothing the run computes, "
             "resume it under these: --resume-other-code)")
     return started
+
+
+def unresumable_states(specs: Sequence[RunSpec], state_dir: os.PathLike,
+                       other_code_ok: bool = False) -> List[str]:
+    """Why each of ``specs``' saved training states cannot be resumed here (empty when
+    all can), so that a grid is refused before it starts rather than at its Nth run,
+    with fresh runs started in the meantime."""
+    code = code_version()
+    out = []
+    for spec in specs:
+        path = state_path(spec, state_dir)
+        if path.exists():
+            try:
+                _started_code(path, code, other_code_ok)
+            except ValueError as err:
+                out.append(f"{spec.describe()}: {err}")
+    return out
 
 
 def remove_state(path: Optional[Path]) -> None:
