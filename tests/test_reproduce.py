@@ -546,6 +546,44 @@ def test_report_marks_resumed_runs():
     assert "resumed" not in R._timing_section(R.Results([plain], "full"))
 
 
+def test_the_verdict_table_says_per_dataset_who_is_ahead_and_how_sure():
+    # tBDFS ahead on every CollegeMsg seed by 1-3 points (inductive 0.01 lower in each,
+    # so ahead there too); on Bitcoin-OTC the gaps change sign; on email-Eu TGAT and
+    # tBDFS have 5 seeds, learned alpha 2 (and it is level); Wikipedia has 3 seeds.
+    gaps = [0.01, 0.02, 0.03, 0.015, 0.025]
+    recs = []
+    for s, g in enumerate(gaps):
+        recs += [_rec("collegemsg", "tgat", s, 0.70, budget="full"),
+                 _rec("collegemsg", "tbdfs", s, 0.70 + g, budget="full"),
+                 _rec("collegemsg", "learned-alpha", s, 0.70 + g, budget="full"),
+                 _rec("bitcoin-otc", "tgat", s, 0.80, budget="full"),
+                 _rec("bitcoin-otc", "tbdfs", s, 0.80 + (-1) ** s * g, budget="full"),
+                 _rec("bitcoin-otc", "learned-alpha", s, 0.80 - 2 * g, budget="full"),
+                 _rec("email-eu", "tgat", s, 0.75, budget="full"),
+                 _rec("email-eu", "tbdfs", s, 0.80 + g, budget="full")]
+        if s < 2:
+            recs.append(_rec("email-eu", "learned-alpha", s, 0.80 + g + 0.001 * s,
+                             budget="full"))
+        if s < 3:
+            recs += [_rec("wikipedia", v, s, 0.9 + (v != "tgat") * (0.02 + 0.001 * s),
+                          budget="full")
+                     for v in R.MAIN_COMPARISON]
+    rows = {line.split(" | ")[0].lstrip("| "): line
+            for line in R.verdict_table(R.Results(recs, "full"), 5).splitlines()[2:]
+            if line.startswith("| ")}
+    assert set(rows) == {"wikipedia", "collegemsg", "email-eu", "bitcoin-otc"}
+    assert rows["collegemsg"].startswith("| collegemsg | 5/5/5 | +2.00 (p ")
+    assert rows["collegemsg"].endswith(" | tBDFS ahead of TGAT (inductive too) |")
+    assert rows["bitcoin-otc"].endswith("| tBDFS and TGAT not significantly different "
+                                        "(inductive too); learned α lower than tBDFS |")
+    assert rows["email-eu"].endswith("| tBDFS ahead of TGAT (inductive too); learned α has "
+                                     "2 of 5 seeds |")
+    assert rows["wikipedia"].endswith("| provisional: tBDFS ahead of TGAT (inductive too); "
+                                      "learned α has 3 of 5 seeds |")
+    assert "| 3/3/3 |" in rows["wikipedia"]
+    assert R.verdict_table(R.Results([], "full"), 5).startswith("(No main-comparison runs")
+
+
 def test_report_states_convergence_and_which_cells_are_complete(tmp_path, monkeypatch):
     recs = [_curve_record("collegemsg", v, s, [0.6, 0.7, 0.69, 0.68, 0.67, 0.66, 0.65])
             for v in R.MAIN_COMPARISON for s in range(5)]
@@ -564,6 +602,7 @@ def test_report_states_convergence_and_which_cells_are_complete(tmp_path, monkey
     paths = R.write_report(recs, "full", tmp_path, tmp_path / "runs.jsonl")
     md = paths["report"].read_text()
     assert "## Convergence" in md
+    assert "| collegemsg | 5/5/5 |" in md.split("## Verdict per dataset")[1]
     # 5 collegemsg runs stopped on patience (7 of 50 epochs, best epoch 1); the
     # wikipedia run hit its cap of 3 epochs
     assert "| collegemsg | TGAT | 5 | 7 7 7 7 7 | 1 1 1 1 1 | 5/5 |" in md

@@ -16,7 +16,7 @@ from .grid import (ABLATIONS, BUDGETS, DATASET_NOTES, DATASETS, MAIN_METHODS, SW
                    VARIANTS, sweep_variant, variant_by_name)
 
 __all__ = ["Results", "paired_ttest", "write_report", "render_markdown", "plot_alpha_sweep",
-           "plot_training_curves", "completeness", "MAIN_COMPARISON"]
+           "plot_training_curves", "completeness", "verdict_table", "MAIN_COMPARISON"]
 
 METRICS = (("accuracy", "Accuracy"), ("f1", "F1"), ("ap", "AP"), ("auc", "ROC-AUC"))
 #: One-vs-K ranking metrics, in the results of runs evaluated with K > 1 candidates.
@@ -446,6 +446,56 @@ def _stopped_early(r: Dict[str, Any]) -> bool:
     return isinstance(cap, int) and isinstance(n, int) and n < cap
 
 
+def _direction(t: Dict[str, Any], ahead: str, behind: str) -> str:
+    """``ahead`` or ``behind`` when the paired test is significant, else 'level'."""
+    if not _significant(t):
+        return "level"
+    return ahead if t["diff"] > 0 else behind
+
+
+def verdict_table(res: Results, expected: Optional[int]) -> str:
+    """One row per dataset: tBDFS against TGAT and learned α against tBDFS (test AP,
+    paired t over seeds), and the verdict they give: provisional while TGAT or tBDFS has
+    fewer than ``expected`` seeds, with learned α's count while it has fewer."""
+    rows = []
+    for d in res.datasets():
+        counts = [len(res.values(d, v)) for v in MAIN_COMPARISON]
+        if not any(counts):
+            continue
+        cells = []
+        for a, b in (("tbdfs", "tgat"), ("learned-alpha", "tbdfs")):
+            for setting in SETTINGS:
+                t = paired_ttest(res.values(d, a, "ap", setting), res.values(d, b, "ap", setting))
+                cells.append((t, f"{_fmt_diff(t)} (p {_fmt_p(t)}, n {t['n']})"))
+        (trans, _), (ind, _), (gate, _), _ = cells
+        if trans["n"] == 0:
+            verdict = "no paired tBDFS/TGAT runs"
+        else:
+            pair = _direction(trans, "tBDFS ahead", "TGAT ahead")
+            verdict = {"level": "tBDFS and TGAT not significantly different"}.get(
+                pair, pair + " of " + ("TGAT" if pair.startswith("tBDFS") else "tBDFS"))
+            inductive = _direction(ind, "tBDFS ahead", "TGAT ahead")
+            verdict += (" (inductive too)" if inductive == pair else
+                        " (inductive: not significant)" if inductive == "level" else
+                        f" (inductive: {inductive})")
+            if expected and min(counts[:2]) < expected:
+                verdict = "provisional: " + verdict
+            gate_dir = _direction(gate, "higher", "lower")
+            if gate_dir != "level":
+                verdict += f"; learned α {gate_dir} than tBDFS"
+            if expected and counts[2] < expected:
+                verdict += f"; learned α has {counts[2]} of {expected} seeds"
+        rows.append([d, "/".join(map(str, counts))] + [c for _, c in cells] + [verdict])
+    if not rows:
+        return "(No main-comparison runs yet.)\n"
+    head = ["dataset", "seeds (TGAT/tBDFS/learned α)", "tBDFS − TGAT, transductive",
+            "tBDFS − TGAT, inductive", "learned α − tBDFS, transductive",
+            "learned α − tBDFS, inductive", "verdict"]
+    return (_table(head, rows) + "\n\nDifferences in points of test AP (paired t over "
+            f"seeds, two-tailed, {100 * (1 - SIGNIFICANCE):.0f}%); a verdict is provisional while "
+            "TGAT or tBDFS has fewer seeds than the budget's.\n")
+
+
 def findings(res: Results) -> List[str]:
     """Neutral statements computed from the numbers."""
     out: List[str] = []
@@ -695,7 +745,8 @@ def render_markdown(res: Results, expected_seeds: Optional[int], results_path: s
     if not res.budget.startswith("full"):
         parts += ["", f"These numbers come from the **{res.budget}** budget, a scaled-down "
                   "protocol (see Settings); they are not the paper's full protocol."]
-    parts += ["", "## Main results (paper layout: rows = datasets, columns = methods)", "",
+    parts += ["", "## Verdict per dataset", "", verdict_table(res, expected_seeds)]
+    parts += ["## Main results (paper layout: rows = datasets, columns = methods)", "",
               _main_tables(res, expected_seeds),
               "## Ablations", "",
               "Columns: tBDFS (α = 0.5); path-avg: mean along each path; paths-avg: mean over "
