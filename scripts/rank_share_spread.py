@@ -35,9 +35,10 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 
 def _features(batch) -> dict:
-    """Sizes of a sampled share: valid neighbour slots and distinct interactions per hop."""
+    """Sizes of a sampled share: valid neighbour slots and distinct interactions per hop
+    (hop 1: the roots' neighbours; the tables come in DGL's order, widest first)."""
     out = {}
-    for hop, table in enumerate(batch.layers):
+    for hop, table in enumerate(reversed(batch.layers), start=1):
         valid = table.mask.bool()
         out[f"hop{hop}_valid_slots"] = int(valid.sum())
         out[f"hop{hop}_distinct_edges"] = int(torch.unique(table.eid[valid]).numel())
