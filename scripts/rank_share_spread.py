@@ -55,8 +55,15 @@ def main() -> None:
     p.add_argument("--warmup-passes", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-dir", default=os.environ.get("TBDFS_DATA_DIR"))
+    p.add_argument("--retain-memory", action="store_true",
+                   help="tune glibc malloc to keep freed memory (TrainConfig.retain_memory): "
+                        "batch-sized tensors are then not faulted in again at every step")
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    if args.retain_memory:
+        from tbdfs_dgl._malloc import retain_freed_memory
+
+        retain_freed_memory()
 
     from reproduce_lib import grid, runner
     from tbdfs_dgl import TBDFSModel, seed_everything
@@ -110,7 +117,7 @@ def main() -> None:
     noise = np.median(np.abs(t - content), axis=0).mean()
     print(f"{args.dataset}: {len(picked)} global batches of {cfg.batch_size} events, "
           f"{args.ranks} shares each, {args.passes} timed passes; torch threads "
-          f"{torch.get_num_threads()}")
+          f"{torch.get_num_threads()}; retain memory {args.retain_memory}")
     print("| global batch | mean share ms (medians) | shares' sd ms | slowest share − mean ms |")
     print("|---:|---:|---:|---:|")
     for i, row in zip(picked, content):
