@@ -60,6 +60,10 @@ def main() -> None:
                         "batch-sized tensors are then not faulted in again at every step")
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    if args.passes < 2:
+        p.error("--passes must be >= 2 (the noise is the passes' spread)")
+    if args.ranks < 1 or args.events_per_rank < 1 or args.batches < 1:
+        p.error("--ranks, --events-per-rank and --batches must be >= 1")
     if args.retain_memory:
         from tbdfs_dgl._malloc import retain_freed_memory
 
