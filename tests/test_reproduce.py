@@ -250,6 +250,30 @@ def test_report_from_handmade_results(tmp_path):
     assert "largest mean drop is -time" in f
 
 
+def test_the_best_sweep_point_is_found_on_the_seeds_every_point_has():
+    # Seed 1 is the hard one (0.10 lower everywhere); α = 0.3 has only seed 1 so far.  Over
+    # each point's own seeds α = 0.3 would look worst; on the shared seed 1 it is best.
+    recs = []
+    for a in G.SWEEP_ALPHAS:
+        name = {0.0: "dfs", 0.5: "tbdfs", 1.0: "tgat"}.get(a, G.sweep_variant(a).name)
+        for s in ((1,) if a == 0.3 else (0, 1)):
+            recs.append(_rec("synthetic", name, s, 0.70 - 0.10 * s + (0.02 if a == 0.3 else 0)))
+    res = R.Results(recs, "session")
+    best, means, seeds = R.sweep_best(R.sweep_values(res, "synthetic"))
+    assert (best, seeds) == (0.3, [1]) and means[0.3] == pytest.approx(0.62)
+    assert means[0.9] == pytest.approx(0.60)
+    (f,) = [x for x in R.findings(res) if "Alpha sweep" in x]
+    assert "(provisional: the points have 1-2 seed(s) of 2)" in f
+    assert "over the 1 seed(s) every point has is at α = 0.3 (62.00), interior" in f
+    table = R._sweep_table(res, ["synthetic"]).split("#### Test Accuracy")[0]
+    bold = [c.strip() for c in table.splitlines()[-2].split("|")[1:-1] if "**" in c]
+    assert bold == ["**62.00** (n=1)"]
+    # with every seed everywhere, nothing is provisional
+    recs.append(_rec("synthetic", G.sweep_variant(0.3).name, 0, 0.72))
+    (f,) = [x for x in R.findings(R.Results(recs, "session")) if "Alpha sweep" in x]
+    assert "provisional" not in f and "over the 2 seed(s) every point has is at α = 0.3" in f
+
+
 def test_a_learned_alpha_run_records_its_gate(tmp_path):
     args = ["--budget", "smoke", "--datasets", "synthetic", "--variants", "learned-alpha",
             "--out-dir", str(tmp_path), "--no-progress", "--quiet"]

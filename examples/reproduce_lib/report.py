@@ -113,6 +113,12 @@ def _fmt(vals: Dict[int, float], expected: Optional[int], bold: bool = False,
     return s
 
 
+def _span(counts: Sequence[int]) -> str:
+    """'3' or '1-5': the range of some counts."""
+    lo, hi = min(counts), max(counts)
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
 def _fmt_p(test: Dict[str, Any]) -> str:
     if test["p"] is None:
         return "n/a" if test["n"] < 2 else "undefined"
@@ -200,6 +206,34 @@ def sweep_values(res: Results, dataset: str, metric: str = "ap",
     return pts
 
 
+def sweep_best(pts: Dict[float, Dict[int, float]]
+               ) -> Tuple[Optional[float], Dict[float, float], List[int]]:
+    """The sweep point with the best mean, compared on the seeds every point has.
+
+    Parameters
+    ----------
+    pts : dict of float to dict of int to float
+        :func:`sweep_values`' alpha -> seed -> metric.
+
+    Returns
+    -------
+    best : float or None
+        The alpha with the highest mean (None without results).
+    means : dict of float to float
+        Each point's mean over ``seeds``, or over its own seeds when no seed is common.
+    seeds : list of int
+        The seeds every point with results has (empty when there is none).  Means over
+        unequal seed sets would mix the seeds' own differences into the points'.
+    """
+    have = {a: v for a, v in pts.items() if v}
+    if not have:
+        return None, {}, []
+    seeds = sorted(set.intersection(*(set(v) for v in have.values())))
+    means = {a: float(np.mean([v[s] for s in seeds] if seeds else list(v.values())))
+             for a, v in have.items()}
+    return max(means, key=means.get), means, seeds
+
+
 def _learned_alpha_section(res: Results) -> str:
     """What the learned gate chose: its BFS weight on each run's test embeddings."""
     header = ["dataset", "runs", "mean α", "p10", "p50", "p90", "roots with a path"]
@@ -237,11 +271,13 @@ def _sweep_table(res: Results, datasets: Sequence[str]) -> str:
         rows = []
         for d in datasets:
             pts = sweep_values(res, d, metric)
-            means = {a: np.mean(list(v.values())) for a, v in pts.items() if v}
-            best = max(means, key=means.get) if means else None
+            best = sweep_best(pts)[0]
             rows.append([d] + [_fmt(pts[a], None, bold=(a == best)) for a in SWEEP_ALPHAS])
         out.append(f"#### Test {mname}, transductive (%), best mean in bold\n\n"
                    f"{_table(header, rows)}\n")
+    out.append("The best mean is taken over the seeds every point has (each cell shows the "
+               "mean over all of its own seeds); the 0, 0.5 and 1 points are the main grid's "
+               "runs of the seeds the other points have.\n")
     return "\n".join(out)
 
 
@@ -523,22 +559,29 @@ def findings(res: Results) -> List[str]:
                        f"or untestable on {len(ns)}{_list(ns)}. " + "; ".join(parts) + "."
                        + _across_datasets(res, setting))
     # 2. alpha sweep
+    expected = BUDGETS[res.budget].sweep_seeds if res.budget in BUDGETS else None
     for d in _sweep_datasets(res):
         pts = sweep_values(res, d, "ap")
-        means = {a: float(np.mean(list(v.values()))) for a, v in pts.items() if v}
+        best, means, seeds = sweep_best(pts)
         if len(means) < 2:
             continue
-        best = max(means, key=means.get)
         kind = "interior (0 < α < 1)" if 0.0 < best < 1.0 else "an endpoint"
+        counts = [len(v) for v in pts.values() if v]
+        over = (f"over the {len(seeds)} seed(s) every point has" if seeds
+                else "over each point's own seeds (no seed common to all)")
+        short = (expected is not None and min(counts) < expected) or min(counts) != max(counts)
         cmp = []
         for end in (0.0, 1.0):
             if end != best and pts.get(end):
                 t = paired_ttest(pts[best], pts[end])
                 cmp.append(f"vs α={end:g}: Δ {_fmt_diff(t)} (p = {_fmt_p(t)}, n = {t['n']})")
         spread = 100 * (max(means.values()) - min(means.values()))
-        out.append(f"**Alpha sweep, {d}**: the best mean test AP is at α = {best:g} "
+        out.append(f"**Alpha sweep, {d}**"
+                   + (f" (provisional: the points have {_span(counts)} seed(s)"
+                      + (f" of {expected}" if expected is not None else "") + ")" if short else "")
+                   + f": the best mean test AP {over} is at α = {best:g} "
                    f"({100 * means[best]:.2f}), {kind}; {len(means)} of {len(SWEEP_ALPHAS)} "
-                   f"points have results; max − min of the means is {spread:.2f} points"
+                   f"points have results; max − min of those means is {spread:.2f} points"
                    + ("; " + "; ".join(cmp) if cmp else "") + ".")
     # 3. ablations: what removing a part costs (official inputs and learned alpha are
     # alternatives, not removals, and are reported beside them)
