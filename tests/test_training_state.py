@@ -57,15 +57,18 @@ def _same_run(a, b):
     assert a.test == b.test and a.val == b.val
 
 
-def test_a_resumed_run_is_the_run_that_did_not_stop(small, tmp_path):
-    straight = _fit(small, None)
+# 'uniform' is the `full` budget's sampler: its trees come from the sampler's seeded
+# per-batch streams, which a resumed run must draw again exactly.
+@pytest.mark.parametrize("strategy", ["recent", "uniform"])
+def test_a_resumed_run_is_the_run_that_did_not_stop(small, tmp_path, strategy):
+    straight = _fit(small, None, strategy=strategy)
     path = tmp_path / "state" / "run.state"
     with pytest.raises(_Killed):
-        _fit(small, path, kill_at=2)
+        _fit(small, path, kill_at=2, strategy=strategy)
     assert path.exists()
     # Another initialisation (its weights are replaced) and no prefetching thread (a
     # setting outside the run's identity): the resumed run is still the same run.
-    resumed = _fit(small, path, init_seed=99, prefetch=False)
+    resumed = _fit(small, path, init_seed=99, prefetch=False, strategy=strategy)
     assert _KilledAt.trained == [2, 3], "the resumed fit trained again what was done"
     _same_run(straight, resumed)
     assert resumed.resumed_at_epoch == 2 and resumed.earlier_seconds > 0
