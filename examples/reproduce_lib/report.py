@@ -275,9 +275,8 @@ def _sweep_table(res: Results, datasets: Sequence[str]) -> str:
             rows.append([d] + [_fmt(pts[a], None, bold=(a == best)) for a in SWEEP_ALPHAS])
         out.append(f"#### Test {mname}, transductive (%), best mean in bold\n\n"
                    f"{_table(header, rows)}\n")
-    out.append("The best mean is taken over the seeds every point has (each cell shows the "
-               "mean over all of its own seeds); the 0, 0.5 and 1 points are the main grid's "
-               "runs of the seeds the other points have.\n")
+    out.append("The best mean is taken over the seeds every point has; each cell shows the "
+               "mean over all of its own seeds.\n")
     return "\n".join(out)
 
 
