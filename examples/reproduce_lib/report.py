@@ -569,16 +569,15 @@ def findings(res: Results) -> List[str]:
         over = (f"over the {len(seeds)} seed(s) every point has" if seeds
                 else "over each point's own seeds (no seed common to all)")
         short = (expected is not None and min(counts) < expected) or min(counts) != max(counts)
+        note = (f" (provisional: the points have {_span(counts)} seed(s)"
+                + (f" of {expected})" if expected is not None else ")")) if short else ""
         cmp = []
         for end in (0.0, 1.0):
             if end != best and pts.get(end):
                 t = paired_ttest(pts[best], pts[end])
                 cmp.append(f"vs α={end:g}: Δ {_fmt_diff(t)} (p = {_fmt_p(t)}, n = {t['n']})")
         spread = 100 * (max(means.values()) - min(means.values()))
-        out.append(f"**Alpha sweep, {d}**"
-                   + (f" (provisional: the points have {_span(counts)} seed(s)"
-                      + (f" of {expected}" if expected is not None else "") + ")" if short else "")
-                   + f": the best mean test AP {over} is at α = {best:g} "
+        out.append(f"**Alpha sweep, {d}**{note}: the best mean test AP {over} is at α = {best:g} "
                    f"({100 * means[best]:.2f}), {kind}; {len(means)} of {len(SWEEP_ALPHAS)} "
                    f"points have results; max − min of those means is {spread:.2f} points"
                    + ("; " + "; ".join(cmp) if cmp else "") + ".")
