@@ -605,6 +605,10 @@ def test_the_verdict_table_says_per_dataset_who_is_ahead_and_how_sure():
     assert rows["wikipedia"].endswith("| provisional: tBDFS ahead of TGAT (inductive too); "
                                       "learned α has 3 of 5 seeds |")
     assert "| 3/3/3 |" in rows["wikipedia"]
+    one_pair = [_rec("synthetic", v, 0, 0.6 + 0.01 * (v == "tbdfs"), budget="full")
+                for v in ("tgat", "tbdfs")]
+    assert R.verdict_table(R.Results(one_pair, "full"), 5).splitlines()[2].endswith(
+        "| not yet testable (1 paired seed(s)); learned α has 0 of 5 seeds |")
     assert R.verdict_table(R.Results([], "full"), 5).startswith("(No main-comparison runs")
 
 

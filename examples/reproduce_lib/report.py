@@ -505,6 +505,12 @@ def verdict_table(res: Results, expected: Optional[int]) -> str:
         (trans, _), (ind, _), (gate, _), _ = cells
         if trans["n"] == 0:
             verdict = "no paired tBDFS/TGAT runs"
+        elif trans["p"] is None:
+            # One pair (or identical gaps) gives no test: saying "not significantly
+            # different" would read as a finding.
+            verdict = f"not yet testable ({trans['n']} paired seed(s))"
+            if expected and counts[2] < expected:
+                verdict += f"; learned α has {counts[2]} of {expected} seeds"
         else:
             pair = _direction(trans, "tBDFS ahead", "TGAT ahead")
             verdict = {"level": "tBDFS and TGAT not significantly different"}.get(
