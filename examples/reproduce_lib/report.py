@@ -505,25 +505,24 @@ def verdict_table(res: Results, expected: Optional[int]) -> str:
         (trans, _), (ind, _), (gate, _), _ = cells
         if trans["n"] == 0:
             verdict = "no paired tBDFS/TGAT runs"
-        elif trans["p"] is None:
-            # One pair (or identical gaps) gives no test: saying "not significantly
-            # different" would read as a finding.
-            verdict = f"not yet testable ({trans['n']} paired seed(s))"
-            if expected and counts[2] < expected:
-                verdict += f"; learned α has {counts[2]} of {expected} seeds"
         else:
-            pair = _direction(trans, "tBDFS ahead", "TGAT ahead")
-            verdict = {"level": "tBDFS and TGAT not significantly different"}.get(
-                pair, pair + " of " + ("TGAT" if pair.startswith("tBDFS") else "tBDFS"))
-            inductive = _direction(ind, "tBDFS ahead", "TGAT ahead")
-            verdict += (" (inductive too)" if inductive == pair else
-                        " (inductive: not significant)" if inductive == "level" else
-                        f" (inductive: {inductive})")
-            if expected and min(counts[:2]) < expected:
-                verdict = "provisional: " + verdict
-            gate_dir = _direction(gate, "higher", "lower")
-            if gate_dir != "level":
-                verdict += f"; learned α {gate_dir} than tBDFS"
+            if trans["p"] is None:
+                # One pair (or identical gaps) gives no test: saying "not significantly
+                # different" would read as a finding.
+                verdict = f"not yet testable ({trans['n']} paired seed(s))"
+            else:
+                pair = _direction(trans, "tBDFS ahead", "TGAT ahead")
+                verdict = {"level": "tBDFS and TGAT not significantly different"}.get(
+                    pair, pair + " of " + ("TGAT" if pair.startswith("tBDFS") else "tBDFS"))
+                inductive = _direction(ind, "tBDFS ahead", "TGAT ahead")
+                verdict += (" (inductive too)" if inductive == pair else
+                            " (inductive: not significant)" if inductive == "level" else
+                            f" (inductive: {inductive})")
+                if expected and min(counts[:2]) < expected:
+                    verdict = "provisional: " + verdict
+                gate_dir = _direction(gate, "higher", "lower")
+                if gate_dir != "level":
+                    verdict += f"; learned α {gate_dir} than tBDFS"
             if expected and counts[2] < expected:
                 verdict += f"; learned α has {counts[2]} of {expected} seeds"
         rows.append([d, "/".join(map(str, counts))] + [c for _, c in cells] + [verdict])
