@@ -80,13 +80,22 @@ def check_same(model, batch, rtol_out=1e-5, rtol_grad=1e-4):
     w = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=out.dtype)
     (out * w).sum().backward()
     (ref * w).sum().backward()
+    # The float32 rounding floor every gradient shares.  An attention key's or query's
+    # gradient is a difference of nearly equal terms (softmax backward) whose size is that of
+    # the model's largest gradients, so its rounding error is a few eps of that scale, not of
+    # its own, cancelled value: 8 eps of the largest measured on an AVX-512 Xeon, where the
+    # own-scale bound alone failed (path_aggregator.fc_k, 3 layers).  A real difference moves
+    # a gradient by a sizeable part of itself, far above this floor.
+    largest = max((float(q.grad.abs().max()) for q in ref_model.parameters()
+                   if q.grad is not None), default=0.0)
+    floor = 64 * torch.finfo(torch.float32).eps * largest
     for (name, p), (_, q) in zip(model.named_parameters(), ref_model.named_parameters()):
         if q.grad is None:
             assert p.grad is None or not p.grad.abs().any(), name
             continue
         scale = float(q.grad.abs().max())
         err = float((p.grad - q.grad).abs().max())
-        assert err <= rtol_grad * max(scale, 1e-12) + 1e-12, (name, err, scale)
+        assert err <= rtol_grad * max(scale, 1e-12) + floor + 1e-12, (name, err, scale, floor)
 
 
 @pytest.mark.parametrize("kw", VARIANTS)
