@@ -361,6 +361,35 @@ def test_random_stream_offsets_keep_their_values():
     assert np.array_equal(a, np.random.default_rng([7, 2, 3]).integers(0, 10**9, 4))
 
 
+def test_tuned_heap_is_bounded_after_every_training_and_evaluation_step(small, monkeypatch):
+    from tbdfs_dgl.linkpred import trainer as trainer_module
+
+    checks = []
+
+    class CountingBound:
+        def after_step(self):
+            checks.append(1)
+            return False
+
+    monkeypatch.setattr(trainer_module, "retain_freed_memory", lambda: True)
+    monkeypatch.setattr(trainer_module, "RetainedHeapBound", CountingBound)
+    for prefetch in (True, False):
+        checks.clear()
+        model = TBDFSModel(node_dim=0, edge_dim=0, time_dim=8, hidden_dim=8, num_heads=2)
+        config = TrainConfig(fanouts=(3, 3), progress=False, retain_memory=True,
+                             max_batches=3, prefetch=prefetch)
+        trainer = LinkPredictionTrainer(model, small, config, log=lambda s: None)
+        *_, n = trainer.train_epoch(0)
+        assert n == 3 and len(checks) == 3
+        trainer.evaluate("val")
+        assert len(checks) == 3 + len(trainer.evaluation_batches("val"))
+        trainer.close()
+    monkeypatch.setattr(trainer_module, "retain_freed_memory", lambda: False)  # not glibc
+    trainer = LinkPredictionTrainer(model, small, config, log=lambda s: None)
+    assert trainer._heap_bound is None
+    trainer.close()
+
+
 def test_malloc_tuning_is_opt_in(small, monkeypatch):
     from tbdfs_dgl.linkpred import trainer as trainer_module
 

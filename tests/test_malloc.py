@@ -1,10 +1,14 @@
-"""tbdfs_dgl._malloc.retain_freed_memory, in child processes (its tuning is process-wide)."""
+"""tbdfs_dgl._malloc: retain_freed_memory in child processes (its tuning is process-wide),
+and the RetainedHeapBound that keeps the tuned heap from growing without bound."""
 import platform
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tbdfs_dgl import _malloc
+from tbdfs_dgl._malloc import RetainedHeapBound
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,10 +39,127 @@ def _child(retain: bool) -> str:
                           check=True, timeout=60).stdout.split()
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
-                    reason="glibc malloc tuning")
+GLIBC = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="glibc malloc tuning")
+
+
+@GLIBC
 def test_retained_memory_serves_blocks_above_the_mmap_ceiling_from_the_heap():
     # glibc maps such a block on its own (and unmaps it when freed, so every batch
     # faults it in again); tuned, the heap grows to hold it and keeps it for reuse.
     assert _child(retain=False) == ["False", "False"]
     assert _child(retain=True) == ["True", "True"]
+
+
+# A tuned heap fragmenting as a training loop's does: each step touches a block a little
+# larger than the last (above the 32 MiB mmap ceiling) and leaves a live allocation after
+# it (larger than every hole, so it comes from the top of the heap; never touched, so not
+# resident), so the freed block never fits the next one and the heap takes fresh memory.
+FRAGMENTING = r"""
+import ctypes, sys
+sys.path.insert(0, {root!r})
+from tbdfs_dgl._malloc import RetainedHeapBound, _rss_bytes, retain_freed_memory
+
+assert retain_freed_memory()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+bound = RetainedHeapBound(min_step_bytes=64 << 20) if {bounded} else None
+start, peak, pins = _rss_bytes(), 0, []
+for i in range(14):
+    size = (40 + 2 * i) << 20
+    block = libc.malloc(size)
+    ctypes.memset(block, 1, size)
+    pins.append(libc.malloc(128 << 20))
+    libc.free(block)
+    peak = max(peak, _rss_bytes())
+    if bound is not None:
+        bound.after_step()
+print((peak - start) >> 20, bound.trims if bound else 0)
+"""
+
+
+def _fragmenting_child(bounded: bool):
+    code = FRAGMENTING.format(root=str(ROOT), bounded=bounded)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+@GLIBC
+def test_bound_keeps_a_fragmenting_retained_heap_within_two_steps_of_its_floor():
+    # Unbounded, every step's block stays resident: 40 + 42 + ... + 66 MiB = 742 MiB.
+    grown, trims = _fragmenting_child(bounded=False)
+    assert grown > 600 and trims == 0
+    # Bounded: at most 2 x the learnt step (>= 64 MiB; a step here is <= 66 MiB) above the
+    # floor, plus the step in flight; the first check trims to set the floor.
+    grown, trims = _fragmenting_child(bounded=True)
+    assert grown < 2 * 66 + 66 + 64, grown
+    assert trims >= 3
+
+
+class _FakeProcess:
+    """Resident set sizes to report and the trims asked for, for RetainedHeapBound."""
+
+    def __init__(self, monkeypatch, bound: RetainedHeapBound) -> None:
+        self.rss, self.trims = 0, 0
+        monkeypatch.setattr(_malloc, "_rss_bytes", lambda: self.rss)
+        bound._trim = self.trim
+
+    def trim(self, pad: int) -> int:
+        self.trims += 1
+        self.rss = self.after_trim
+        return 1
+
+
+def test_bound_trims_once_growth_passes_twice_the_learnt_step(monkeypatch):
+    MB = 1 << 20
+    bound = RetainedHeapBound(min_step_bytes=10 * MB)
+    proc = _FakeProcess(monkeypatch, bound)
+    proc.rss, proc.after_trim = 500 * MB, 300 * MB
+    assert bound.after_step() and bound.floor == 300 * MB  # the first check sets the floor
+    proc.rss = 350 * MB  # the step after a trim: its growth is one step's working set
+    assert not bound.after_step() and bound.step_bytes == 50 * MB
+    proc.rss = 400 * MB  # 100 MB above the floor: not more than 2 x 50
+    assert not bound.after_step()
+    proc.rss = 401 * MB
+    assert bound.after_step() and proc.trims == 2 and bound.floor == 300 * MB
+    proc.rss = 320 * MB  # a smaller step after this trim does not lower the learnt step
+    assert not bound.after_step() and bound.step_bytes == 50 * MB
+    proc.rss = 390 * MB
+    assert not bound.after_step() and bound.trims == 2
+    # A floor that rose (memory the trim cannot give back) is the new floor.
+    proc.rss, proc.after_trim = 405 * MB, 380 * MB
+    assert bound.after_step() and bound.floor == 380 * MB
+    proc.rss = 470 * MB
+    assert not bound.after_step() and bound.step_bytes == 90 * MB
+
+
+def test_bound_does_nothing_where_it_cannot_read_the_resident_set(monkeypatch):
+    bound = RetainedHeapBound()
+    monkeypatch.setattr(_malloc, "_rss_bytes", lambda: None)
+    calls = []
+    bound._trim = calls.append
+    assert not bound.after_step() and not bound.active and calls == []
+    bound._trim = None
+    assert not bound.after_step()
+    with pytest.raises(ValueError, match="min_step_bytes"):
+        RetainedHeapBound(min_step_bytes=0)
+    with pytest.raises(ValueError, match="steps_kept"):
+        RetainedHeapBound(steps_kept=0)
+
+
+def test_steps_kept_sets_how_far_the_resident_set_may_grow(monkeypatch):
+    MB = 1 << 20
+    bound = RetainedHeapBound(min_step_bytes=10 * MB, steps_kept=3)
+    proc = _FakeProcess(monkeypatch, bound)
+    proc.rss, proc.after_trim = 200 * MB, 100 * MB
+    assert bound.after_step()
+    proc.rss = 120 * MB  # learns a 20 MB step: the limit is 100 + 3 x 20
+    assert not bound.after_step()
+    proc.rss = 160 * MB
+    assert not bound.after_step()
+    proc.rss = 161 * MB
+    assert bound.after_step() and proc.trims == 2

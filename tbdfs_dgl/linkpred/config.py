@@ -46,6 +46,17 @@ class TrainConfig:
 
     (Before round 6 the tuning only raised the mmap threshold to 32 MiB, which left the
     wide tensors mapped afresh: no gain beyond the spread at either setting.)
+
+    Since round 37 the trainer also bounds the tuned heap
+    (:class:`tbdfs_dgl._malloc.RetainedHeapBound`, checked after every step): over
+    hundreds of steps fragmentation grew it without bound (TGAT at the ``full`` budget's
+    [20, 20] uniform neighbours on Wikipedia: 8.3 GB resident after 300 steps, 13.7 GB
+    after 3.5 epochs, against 1.2-1.5 GB untuned), and two such runs exhausted a 24 GB
+    machine.  Bounded, once the resident set passes two steps' working sets above its
+    size after the last trim, the free blocks' pages go back to the system.  The same
+    setting, 180 steps, ABBA (``paper``, ``tgat-plain``; the figures above were of 4-10
+    steps, before the bound): untuned 614-726 ms/step, peak RSS 1.18 GB; tuned and
+    bounded 466-484 ms, 2.0-2.1 GB; tuned unbounded 399 ms, 4.9-5.1 GB and growing.
     """
 
     epochs: int = 1

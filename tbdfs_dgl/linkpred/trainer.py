@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from .._deprecation import deprecated_alias
-from .._malloc import retain_freed_memory
+from .._malloc import RetainedHeapBound, retain_freed_memory
 from ..data.dataset import TemporalDataset
 from ..explain import AlphaRecorder
 from ..graph import TemporalGraph
@@ -140,8 +140,10 @@ class LinkPredictionTrainer:
             raise ValueError("TrainConfig.resume_path is for one-process runs; a distributed "
                              "run cannot resume (leave resume_path unset)")
         self.device = check_device(config.device)
-        if config.retain_memory:
-            retain_freed_memory()
+        # The tuned heap keeps what it frees; the bound gives back what fragmentation
+        # would otherwise pile up (checked between steps, in _iterate).
+        self._heap_bound = RetainedHeapBound() \
+            if config.retain_memory and retain_freed_memory() else None
         self.model = model.to(self.device)
         self.data = data
         self.split = split or chronological_split(data, seed=config.seed)
@@ -351,6 +353,7 @@ class LinkPredictionTrainer:
             for i, item in enumerate(items):
                 batch, secs, copied = self._sample(sampler, item, ids[i], remap)
                 yield item, self._wait_for_copy(batch, copied), secs
+                self._after_step()
             return
 
         def submit(j: int) -> Any:
@@ -363,6 +366,11 @@ class LinkPredictionTrainer:
             if i + ahead < len(items):
                 pending.append(submit(i + ahead))
             yield item, self._wait_for_copy(batch, copied), secs
+            self._after_step()
+
+    def _after_step(self) -> None:
+        if self._heap_bound is not None:
+            self._heap_bound.after_step()
 
     def _embed(self, batch: Any, n: int, k: int = 1) -> Tuple[torch.Tensor, torch.Tensor]:
         """Logits of the ``n`` positives (``[n]``) and of their ``k`` negatives each
