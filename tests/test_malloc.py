@@ -1,5 +1,6 @@
 """tbdfs_dgl._malloc: retain_freed_memory in child processes (its tuning is process-wide),
 and the RetainedHeapBound that keeps the tuned heap from growing without bound."""
+import os
 import platform
 import subprocess
 import sys
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tbdfs_dgl import _malloc
-from tbdfs_dgl._malloc import RetainedHeapBound
+from tbdfs_dgl._malloc import RetainedHeapBound, huge_page_tensors
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -163,3 +164,67 @@ def test_steps_kept_sets_how_far_the_resident_set_may_grow(monkeypatch):
     assert not bound.after_step()
     proc.rss = 161 * MB
     assert bound.after_step() and proc.trims == 2
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, False), ("", False), ("0", False), ("1", True), (" 2", True), ("-1", True),
+    ("1x", True), ("yes", False), ("00", False)])
+def test_huge_page_tensors_reads_the_variable_as_torch_does(monkeypatch, value, expected):
+    if value is None:
+        monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
+    else:
+        monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", value)
+    assert huge_page_tensors() is expected
+
+
+SCRIPT_ENV = r"""
+import os, runpy, sys
+sys.path.insert(0, {root!r})
+runpy.run_path({script!r}, run_name="imported")  # the module's top level, not main()
+print(os.environ.get("THP_MEM_ALLOC_ENABLE"))
+"""
+
+
+@pytest.mark.parametrize("script", ["train_wikipedia.py", "reproduce.py", "benchmark_model.py"])
+def test_example_scripts_ask_for_huge_pages_unless_told_not_to(script):
+    path = str(ROOT / "examples" / script)
+    code = SCRIPT_ENV.format(root=str(ROOT), script=path)
+    for given, expected in ((None, "1"), ("0", "0")):
+        env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+        if given is not None:
+            env["THP_MEM_ALLOC_ENABLE"] = given
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, timeout=120, env=env).stdout.split()
+        assert out[-1] == expected
+
+
+TRAIN = r"""
+import sys, torch
+sys.path.insert(0, {root!r})
+from tbdfs_dgl import TBDFSModel
+from tbdfs_dgl.data import make_wikipedia_like
+from tbdfs_dgl.linkpred import LinkPredictionTrainer, TrainConfig
+
+torch.set_num_threads(1)
+data = make_wikipedia_like(num_users=200, num_pages=40, num_events=3000, seed=1)
+torch.manual_seed(0)
+model = TBDFSModel(node_dim=0, edge_dim=0, time_dim=32, hidden_dim=32, num_heads=2, alpha=0.5)
+# [20, 20] neighbours: per-path tensors above torch's 2 MB huge-page threshold.
+cfg = TrainConfig(fanouts=(20, 20), strategy="uniform", progress=False, train_batches=3,
+                  max_batches=2, seed=0)
+trainer = LinkPredictionTrainer(model, data, cfg, log=lambda s: None)
+loss, *_ = trainer.train_epoch(0)
+print(float(loss).hex(), float(trainer.evaluate("val")["transductive"]["ap"]).hex())
+trainer.close()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="THP is Linux's")
+def test_huge_page_tensors_change_no_loss():
+    outs = []
+    for value in ("0", "1"):
+        env = dict(os.environ, THP_MEM_ALLOC_ENABLE=value)
+        outs.append(subprocess.run([sys.executable, "-c", TRAIN.format(root=str(ROOT))],
+                                   capture_output=True, text=True, check=True, timeout=300,
+                                   env=env).stdout.split())
+    assert outs[0] == outs[1] and len(outs[0]) == 2

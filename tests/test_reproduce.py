@@ -24,6 +24,7 @@ from reproduce_lib import grid as G  # noqa: E402
 from reproduce_lib import report as R  # noqa: E402
 from reproduce_lib import runner  # noqa: E402
 from reproduce_lib.store import ResultsStore  # noqa: E402
+from tbdfs_dgl._malloc import huge_page_tensors  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -443,8 +444,10 @@ def test_hardware_options_reach_the_trainer_and_the_record(tmp_path, monkeypatch
             "--device", "cpu", "--out-dir", str(tmp_path), "--no-progress", "--quiet",
             "--no-report"]
     assert reproduce.main(args) == 0
-    assert seen == [runner.Hardware("cpu", False, None)]
+    huge = huge_page_tensors()  # reproduce.py asks for huge pages unless told otherwise
+    assert seen == [runner.Hardware("cpu", False, None, huge_pages=huge)]
     rec = _lines(tmp_path / "results" / "runs.jsonl")[0]
+    assert rec["huge_pages"] is huge
     assert (rec["device"], rec["compile"], rec["amp"]) == ("cpu", False, None)
     assert rec["compile_mode"] is None
     assert rec["cpu_gemm"] in ("onednn", "mkl")

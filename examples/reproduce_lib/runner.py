@@ -106,6 +106,7 @@ class Hardware:
     amp: Optional[str] = None
     compile_mode: Optional[str] = None  # e.g. 'reduce-overhead' (CUDA graphs) with compile
     retain_memory: bool = False  # TrainConfig.retain_memory: glibc malloc keeps freed memory
+    huge_pages: bool = False  # THP_MEM_ALLOC_ENABLE: torch's large tensors on huge pages
 
 
 def train_config(budget: Budget, seed: int, hardware: Hardware = Hardware()) -> TrainConfig:
@@ -332,6 +333,7 @@ def run_one(spec: RunSpec, data_dir: Optional[str] = None,
         "device": _device_name(hardware.device), "compile": hardware.compile,
         "compile_mode": hardware.compile_mode, "amp": hardware.amp,
         "retain_memory": hardware.retain_memory,
+        "huge_pages": hardware.huge_pages,
         "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "code": code,
         **({} if result.resumed_at_epoch is None else {"resumed": {
