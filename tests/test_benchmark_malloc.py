@@ -3,6 +3,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "benchmark_malloc.py"
 
 
@@ -19,4 +21,7 @@ def test_one_quick_round_reports_both_arms(tmp_path, capsys):
     for runs in doc["runs"].values():
         assert len(runs) == 1
         assert runs[0]["ms_per_step"] > 0 and runs[0]["peak_rss_mb"] > 0
-    assert "| True |" in capsys.readouterr().out
+    assert "| retain |" in capsys.readouterr().out
+    for bad in ("retain,bogus", "thp,thp", ","):
+        with pytest.raises(SystemExit):
+            mod.main(["--arms", bad, "--", "--quick"])
