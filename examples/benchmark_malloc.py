@@ -5,8 +5,9 @@ tuning, torch's huge pages): ms per training step, peak RSS.
 ``mallopt`` is process-wide and cannot be undone, and torch reads its huge-page switch once,
 so every measurement is a process of its own: ``examples/benchmark_model.py`` (one setting,
 one variant, one timed round) runs once per arm, the arms alternating in ABBA order so that
-load from other processes falls on all alike.  Per child: ms per training step (sampling, forward,
-backward, Adam), peak RSS, minor page faults and system CPU seconds (from ``os.wait4``).
+load from other processes falls on all alike.  Per child: ms per training step (sampling,
+forward, backward, Adam), peak RSS, minor page faults and system CPU seconds (from
+``os.wait4``).
 
 Examples (the figures quoted in ``TrainConfig``'s docstring)::
 
@@ -21,8 +22,8 @@ tensors of 2 MB or more on transparent huge pages) and ``retain+thp``.  Each arm
 ``THP_MEM_ALLOC_ENABLE`` itself (0 or 1), so the environment does not decide.  Round 37's
 figures (``tbdfs_dgl._malloc``)::
 
-    PYTHONPATH=. .venv/bin/python examples/benchmark_malloc.py --rounds 2 \
-        --arms default,thp,retain,retain+thp -- --dataset wikipedia --settings paper \
+    PYTHONPATH=. .venv/bin/python examples/benchmark_malloc.py --rounds 2 \\
+        --arms default,thp,retain,retain+thp -- --dataset wikipedia --settings paper \\
         --variants tgat-plain --batches 150 --warmup 30
 
 Arguments after ``--`` go to ``benchmark_model.py``.

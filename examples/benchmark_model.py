@@ -48,10 +48,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-# Before torch's first allocation: torch then backs every tensor of 2 MB or more with
-# transparent huge pages, so a CPU step faults far fewer pages in; results are unchanged
-# (tbdfs_dgl._malloc.huge_page_tensors; THP_MEM_ALLOC_ENABLE=0 turns it off).
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+# --retain-memory also asks torch to put its tensors of 2 MB or more on transparent huge
+# pages, a switch torch reads at its first allocation, so it is set before torch loads
+# (tbdfs_dgl._malloc.huge_page_tensors; THP_MEM_ALLOC_ENABLE=0 keeps them off).
+if "--retain-memory" in sys.argv[1:]:
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 import numpy as np
 import torch
@@ -123,7 +124,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--retain-memory", action="store_true",
                    help="TrainConfig.retain_memory: tune glibc malloc (process-wide; "
-                        "examples/benchmark_malloc.py measures it)")
+                        "bounded), and huge pages for torch's large tensors "
+                        "(THP_MEM_ALLOC_ENABLE=1 unless set; examples/benchmark_malloc.py "
+                        "measures each)")
     p.add_argument("--json", type=Path, default=None, help="write every figure here")
     p.add_argument("--quick", action="store_true", help="smoke run on a small synthetic graph")
     return p.parse_args(argv)

@@ -32,8 +32,10 @@ def huge_page_tensors() -> bool:
     180 steps in alternating processes on a loaded 2-core machine): 606 ms a step and 20.2M
     minor faults untuned, 432-445 ms and 0.67-0.68M with it, peak RSS 1.20 -> 1.13-1.15 GB;
     with :func:`retain_freed_memory` as well (bounded), 384-389 ms at 1.7-1.8 GB.  The
-    losses are the same bit for bit.  The example scripts set it unless it is set already;
-    in a script of your own, set it before importing torch.
+    losses are the same bit for bit.  Where tensors are small it costs time (a ``--quick``
+    step of ``benchmark_model.py``: 395-509 ms against 335-383, more system time), so it is
+    not on by default: the example scripts set it, unless it is set already, when given
+    ``--retain-memory``; in a script of your own, set it before importing torch.
 
     Returns what the environment says now, read as torch reads it (C ``atoi``).
     """

@@ -57,9 +57,10 @@ class TrainConfig:
     setting, 180 steps, ABBA (``paper``, ``tgat-plain``; the figures above were of 4-10
     steps, before the bound): untuned 614-726 ms/step, peak RSS 1.18 GB; tuned and
     bounded 466-484 ms, 2.0-2.1 GB; tuned unbounded 399 ms, 4.9-5.1 GB and growing.
-    Try ``THP_MEM_ALLOC_ENABLE=1`` first (set before torch loads; the example scripts set
-    it): huge pages alone gave 432-445 ms at 1.13-1.15 GB there, and both together
-    384-389 ms at 1.7-1.8 GB (:func:`tbdfs_dgl._malloc.huge_page_tensors`).
+    Huge pages for torch's large tensors (``THP_MEM_ALLOC_ENABLE=1``, read before torch
+    loads, so the example scripts set it for ``--retain-memory``) gave 432-445 ms at
+    1.13-1.15 GB there on their own, and 384-389 ms at 1.7-1.8 GB with the bounded heap
+    (:func:`tbdfs_dgl._malloc.huge_page_tensors`).
     """
 
     epochs: int = 1
