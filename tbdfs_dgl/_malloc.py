@@ -25,17 +25,27 @@ def huge_page_tensors() -> bool:
     torch (2.2 and later) reads ``THP_MEM_ALLOC_ENABLE`` once, at its first allocation;
     when it is a non-zero integer, every tensor of 2 MB or more is page-aligned and
     ``madvise``'d ``MADV_HUGEPAGE``, so that where the kernel allows huge pages
-    (``/sys/kernel/mm/transparent_hugepage/enabled`` ``madvise`` or ``always``) a freshly
-    mapped tensor faults in 2 MB at a time instead of 4 kB.  That is most of what
-    :func:`retain_freed_memory` avoids, without its memory.  Measured in round 37 (TGAT,
-    the ``full`` budget's [20, 20] uniform neighbours, JODIE Wikipedia, one torch thread,
-    180 steps in alternating processes on a loaded 2-core machine): 606 ms a step and 20.2M
-    minor faults untuned, 432-445 ms and 0.67-0.68M with it, peak RSS 1.20 -> 1.13-1.15 GB;
-    with :func:`retain_freed_memory` as well (bounded), 384-389 ms at 1.7-1.8 GB.  The
-    losses are the same bit for bit.  Where tensors are small it costs time (a ``--quick``
-    step of ``benchmark_model.py``: 395-509 ms against 335-383, more system time), so it is
-    not on by default: the example scripts set it, unless it is set already, when given
-    ``--retain-memory``; in a script of your own, set it before importing torch.
+    (``/sys/kernel/mm/transparent_hugepage/enabled`` ``madvise`` or ``always``) memory
+    faults in 2 MB at a time instead of 4 kB.  It pays together with
+    :func:`retain_freed_memory`, whose kept heap keeps the huge pages mapped; on its own it
+    can cost far more than it saves.  Measured in round 37 (the ``full`` budget's [20, 20]
+    uniform neighbours, JODIE Wikipedia, one torch thread, one process per arm on the
+    2-core machine loaded by two training runs; ms a step, peak RSS):
+
+    ============  ===================  ====================
+    arm           TGAT (180 steps)     tBDFS (100 steps)
+    ============  ===================  ====================
+    untuned       606-726, 1.2 GB      1489, 2.1 GB
+    huge pages    432-445, 1.1 GB      2554, 1.7 GB (3.3x the system time)
+    tuned heap    450-484, 2.0-2.1 GB  1424, 2.9 GB
+    both          384-389, 1.7-1.8 GB  1078-1140, 2.2-2.3 GB
+    ============  ===================  ====================
+
+    (tuned heap: :func:`retain_freed_memory` with its :class:`RetainedHeapBound`.)  The
+    losses are the same bit for bit.  So nothing sets it by default: the example scripts
+    set it, unless it is set already, when given ``--retain-memory``; in a script of your
+    own, set it before importing torch.  Where tensors are small it costs time on its own
+    too (a ``--quick`` step of ``benchmark_model.py``: 395-509 ms against 335-383).
 
     Returns what the environment says now, read as torch reads it (C ``atoi``).
     """

@@ -58,9 +58,9 @@ class TrainConfig:
     steps, before the bound): untuned 614-726 ms/step, peak RSS 1.18 GB; tuned and
     bounded 466-484 ms, 2.0-2.1 GB; tuned unbounded 399 ms, 4.9-5.1 GB and growing.
     Huge pages for torch's large tensors (``THP_MEM_ALLOC_ENABLE=1``, read before torch
-    loads, so the example scripts set it for ``--retain-memory``) gave 432-445 ms at
-    1.13-1.15 GB there on their own, and 384-389 ms at 1.7-1.8 GB with the bounded heap
-    (:func:`tbdfs_dgl._malloc.huge_page_tensors`).
+    loads, so the example scripts set it for ``--retain-memory``) with the bounded heap
+    gave 384-389 ms at 1.7-1.8 GB there, and tBDFS 1078-1140 ms against 1489 untuned
+    (on their own they slowed tBDFS to 2554 ms; :func:`tbdfs_dgl._malloc.huge_page_tensors`).
     """
 
     epochs: int = 1
