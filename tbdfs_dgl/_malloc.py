@@ -71,12 +71,8 @@ def retain_freed_memory() -> bool:
     global _applied
     if _applied:
         return True
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    mallopt = _glibc_function("mallopt")
+    if mallopt is None:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     ok = bool(mallopt(_M_MMAP_THRESHOLD, 32 << 20))
@@ -172,14 +168,21 @@ class RetainedHeapBound:
         return True
 
 
-def _malloc_trim() -> Optional[Callable[[int], int]]:
-    """glibc's ``malloc_trim``, or None off glibc."""
+def _glibc_function(name: str) -> Optional[Callable[..., int]]:
+    """The C library's function ``name`` on Linux, or None where it has none."""
     if not sys.platform.startswith("linux"):
         return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
+        return getattr(libc, name)
     except (OSError, AttributeError):
+        return None
+
+
+def _malloc_trim() -> Optional[Callable[[int], int]]:
+    """glibc's ``malloc_trim``, or None off glibc."""
+    trim = _glibc_function("malloc_trim")
+    if trim is None:
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
