@@ -633,6 +633,7 @@ def test_report_states_convergence_and_which_cells_are_complete(tmp_path, monkey
     paths = R.write_report(recs, "full", tmp_path, tmp_path / "runs.jsonl")
     md = paths["report"].read_text()
     assert "## Convergence" in md
+    assert "| collegemsg | tBDFS − TGAT | 6 6 6 6 6 |" in md  # the equal-training check
     assert "| collegemsg | 5/5/5 |" in md.split("## Verdict per dataset")[1]
     # 5 collegemsg runs stopped on patience (7 of 50 epochs, best epoch 1); the
     # wikipedia run hit its cap of 3 epochs
@@ -641,6 +642,30 @@ def test_report_states_convergence_and_which_cells_are_complete(tmp_path, monkey
     assert "| wikipedia | TGAT | 0 | 80.0 90.0 95.0 |" in md
     assert "scaled-down" not in md  # the full budgets are the paper's protocol
     assert not (tmp_path / "alpha_sweep.png").exists()
+
+
+def test_equal_training_compares_each_seed_by_its_shorter_runs_last_epoch():
+    # TGAT stops after 3 epochs (seed 0) and 4 (seed 1); tBDFS trains on and passes it
+    # only later, so at equal epochs it is behind and over whole runs ahead.
+    recs = [_curve_record("wikipedia", "tgat", 0, [0.60, 0.70, 0.70]),
+            _curve_record("wikipedia", "tbdfs", 0, [0.60, 0.65, 0.68, 0.80, 0.90]),
+            _curve_record("wikipedia", "tgat", 1, [0.60, 0.72, 0.71, 0.71]),
+            _curve_record("wikipedia", "tbdfs", 1, [0.61, 0.66, 0.69, 0.69, 0.92, 0.90]),
+            _curve_record("wikipedia", "tbdfs", 2, [0.5, 0.6])]  # no TGAT seed 2: unpaired
+    res = R.Results(recs, "full")
+    pairs = R.at_equal_epochs(res, "wikipedia", "tbdfs", "tgat")
+    assert set(pairs) == {0, 1}
+    assert pairs[0] == (2, pytest.approx(0.68), pytest.approx(0.70))
+    assert pairs[1] == (3, pytest.approx(0.69), pytest.approx(0.72))
+    assert R.best_val_by_epoch(recs[1]) == pytest.approx(0.90)
+    assert R.best_val_by_epoch(recs[1], 0) == pytest.approx(0.60)
+    assert R.best_val_by_epoch({"history": [{"val_ap": float("nan")}]}) is None
+    (row,) = [line for line in R.equal_training_table(res).splitlines()
+              if line.startswith("| wikipedia")]
+    # by k: -2 and -3 points (t = -5, 1 df: p 0.126); whole runs +20 and +20 (p undefined)
+    assert row == ("| wikipedia | tBDFS − TGAT | 2 3 | -2.50 (p 0.126, n 2) | "
+                   "+20.00 (p undefined, n 2) |")
+    assert "No seed has" in R.equal_training_table(R.Results(recs[:1], "full"))
 
 
 def test_runner_works_without_dgl(tmp_path):

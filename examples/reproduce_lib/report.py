@@ -16,7 +16,8 @@ from .grid import (ABLATIONS, BUDGETS, DATASET_NOTES, DATASETS, MAIN_METHODS, SW
                    VARIANTS, sweep_variant, variant_by_name)
 
 __all__ = ["Results", "paired_ttest", "write_report", "render_markdown", "plot_alpha_sweep",
-           "plot_training_curves", "completeness", "verdict_table", "MAIN_COMPARISON"]
+           "plot_training_curves", "completeness", "verdict_table", "MAIN_COMPARISON",
+           "best_val_by_epoch", "at_equal_epochs", "equal_training_table"]
 
 METRICS = (("accuracy", "Accuracy"), ("f1", "F1"), ("ap", "AP"), ("auc", "ROC-AUC"))
 #: One-vs-K ranking metrics, in the results of runs evaluated with K > 1 candidates.
@@ -469,10 +470,72 @@ def _convergence_section(res: Results) -> str:
              "Per run, in seed order:\n",
              _table(["dataset", "variant", "runs", "epochs run", "best epoch",
                      "stopped on patience"], rows),
+             "\n**At equal training.** " + equal_training_table(res),
              "\n<details><summary>Validation AP (%) after every epoch, per run</summary>\n",
              _table(["dataset", "variant", "seed", "val AP by epoch"], per),
              "\n</details>\n"]
     return "\n".join(lines)
+
+
+def best_val_by_epoch(r: Dict[str, Any], epoch: Optional[int] = None) -> Optional[float]:
+    """The best validation AP a run reached by ``epoch`` (counted from 0; None: its whole
+    run), or None when it has no finite validation AP by then."""
+    hist = r.get("history", [])
+    if epoch is not None:
+        hist = hist[:epoch + 1]
+    vals = [h.get("val_ap") for h in hist]
+    vals = [float(v) for v in vals if _finite(v)]
+    return max(vals) if vals else None
+
+
+def at_equal_epochs(res: Results, dataset: str, a: str, b: str
+                    ) -> Dict[int, Tuple[int, float, float]]:
+    """seed -> (k, best validation AP of ``a`` by epoch k, of ``b`` by epoch k), where k is
+    the last epoch both runs of that seed trained (the shorter run's last)."""
+    out = {}
+    runs_a, runs_b = res.by.get((dataset, a), {}), res.by.get((dataset, b), {})
+    for s in sorted(set(runs_a) & set(runs_b)):
+        n = min(len(runs_a[s].get("history", [])), len(runs_b[s].get("history", [])))
+        if n < 1:
+            continue
+        va, vb = best_val_by_epoch(runs_a[s], n - 1), best_val_by_epoch(runs_b[s], n - 1)
+        if va is not None and vb is not None:
+            out[s] = (n - 1, va, vb)
+    return out
+
+
+def equal_training_table(res: Results) -> str:
+    """Per dataset: tBDFS against TGAT and learned alpha against tBDFS in best validation
+    AP, each seed's pair compared by the last epoch its shorter run trained, beside the
+    same pairs over their whole runs.
+
+    Patience stops runs after different numbers of epochs, so a gap in test AP could be a
+    gap in how long the runs trained; the part of it already there at equal epochs is not.
+    """
+    rows = []
+    for d in res.datasets():
+        for a, b in (("tbdfs", "tgat"), ("learned-alpha", "tbdfs")):
+            pairs = at_equal_epochs(res, d, a, b)
+            if not pairs:
+                continue
+            t_k = paired_ttest({s: x[1] for s, x in pairs.items()},
+                               {s: x[2] for s, x in pairs.items()})
+            whole_a = {s: best_val_by_epoch(res.by[(d, a)][s]) for s in pairs}
+            whole_b = {s: best_val_by_epoch(res.by[(d, b)][s]) for s in pairs}
+            t_all = paired_ttest(whole_a, whole_b)
+            rows.append([d, f"{_label(a)} − {_label(b)}",
+                         " ".join(str(pairs[s][0]) for s in sorted(pairs)),
+                         f"{_fmt_diff(t_k)} (p {_fmt_p(t_k)}, n {t_k['n']})",
+                         f"{_fmt_diff(t_all)} (p {_fmt_p(t_all)}, n {t_all['n']})"])
+    if not rows:
+        return "(No seed has runs of both variants of a pair yet.)\n"
+    return "\n".join([
+        "Best validation AP (%), paired by seed: each pair compared by the last epoch its "
+        "shorter run trained (k, per seed), and over the two whole runs. Runs stop on "
+        "patience after different numbers of epochs; the part of a gap already there at "
+        "equal epochs is not a gap in training length. Validation AP chose the kept "
+        "weights, so read this as a check, not a result.\n",
+        _table(["dataset", "pair", "k per seed", "Δ by epoch k", "Δ whole runs"], rows), ""])
 
 
 def _stopped_early(r: Dict[str, Any]) -> bool:
