@@ -440,8 +440,13 @@ def completeness(res: Results, expected: Optional[int]) -> List[str]:
             f"not started: {', '.join(empty) or 'none'}."]
 
 
+def _val_curve(r: Dict[str, Any]) -> List[Any]:
+    """A run's validation AP after every epoch, as recorded (None where missing)."""
+    return [h.get("val_ap") for h in r.get("history", [])]
+
+
 def _curve(r: Dict[str, Any]) -> str:
-    vals = [h.get("val_ap") for h in r.get("history", [])]
+    vals = _val_curve(r)
     return " ".join("n/a" if not _finite(v) else f"{100 * v:.1f}" for v in vals)
 
 
@@ -480,11 +485,10 @@ def _convergence_section(res: Results) -> str:
 def best_val_by_epoch(r: Dict[str, Any], epoch: Optional[int] = None) -> Optional[float]:
     """The best validation AP a run reached by ``epoch`` (counted from 0; None: its whole
     run), or None when it has no finite validation AP by then."""
-    hist = r.get("history", [])
+    curve = _val_curve(r)
     if epoch is not None:
-        hist = hist[:epoch + 1]
-    vals = [h.get("val_ap") for h in hist]
-    vals = [float(v) for v in vals if _finite(v)]
+        curve = curve[:epoch + 1]
+    vals = [float(v) for v in curve if _finite(v)]
     return max(vals) if vals else None
 
 
@@ -776,7 +780,7 @@ def plot_training_curves(res: Results, path: os.PathLike) -> Path:
         ax = axes[i // cols][i % cols]
         for v in VARIANTS:
             runs = list(res.by.get((d, v), {}).values())
-            curves = [[h.get("val_ap") for h in r.get("history", [])] for r in runs]
+            curves = [_val_curve(r) for r in runs]
             curves = [[x if _finite(x) else np.nan for x in c] for c in curves if c]
             if not curves:
                 continue
